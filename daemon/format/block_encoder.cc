@@ -1,0 +1,297 @@
+#include "daemon/format/block_encoder.h"
+
+#include <algorithm>
+
+#include "absl/hash/hash.h"
+
+namespace loupe::format {
+
+using layout::kMaxColumnsPerKind;
+
+size_t BlockEncoder::StackHash::operator()(Stack frames) const {
+  return absl::HashOf(absl::MakeSpan(frames.data(), frames.size()));
+}
+
+bool BlockEncoder::StackEq::operator()(Stack a, Stack b) const {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+// Writes each payload kind into its own column group. The column order here
+// is the field order of the kind's *Columns message in trace.proto, and
+// block_decoder.cc reads them back in the same order.
+struct BlockEncoder::PayloadEncoder {
+  BlockEncoder* e;
+
+  void operator()(const ClockSync& r) { e->Group(RecordKind::kClockSync)[0].Put(r.realtime_ns); }
+  void operator()(const ProcessInfo& r) {
+    VarintColumn* c = e->Group(RecordKind::kProcessInfo);
+    c[0].Put(r.ppid);
+    c[1].Put(r.ns_pid);
+    c[2].Put(r.uid);
+    c[3].Put(r.start_time);
+    c[4].Put(e->InternString(r.name));
+    c[5].Put(e->InternString(r.exe));
+  }
+  void operator()(const ThreadInfo& r) {
+    VarintColumn* c = e->Group(RecordKind::kThreadInfo);
+    c[0].Put(r.pid);
+    c[1].Put(r.ns_tid);
+    c[2].Put(e->InternString(r.name));
+  }
+  void operator()(const ProcessFork& r) {
+    VarintColumn* c = e->Group(RecordKind::kProcessFork);
+    c[0].Put(r.child_pid);
+    c[1].Put(r.child_tid);
+  }
+  void operator()(const ProcessExec& r) {
+    VarintColumn* c = e->Group(RecordKind::kProcessExec);
+    c[0].Put(r.pid);
+    c[1].Put(e->InternString(r.filename));
+  }
+  void operator()(const ThreadExit& r) {
+    VarintColumn* c = e->Group(RecordKind::kThreadExit);
+    c[0].Put(r.pid);
+    c[1].PutSigned(r.exit_code);
+    c[2].Put(r.group_dead);
+  }
+  void operator()(const SchedSwitch& r) {
+    VarintColumn* c = e->Group(RecordKind::kSchedSwitch);
+    c[0].Put(r.next_tid);
+    c[1].Put(r.prev_state);
+  }
+  void operator()(const SchedWakeup& r) {
+    VarintColumn* c = e->Group(RecordKind::kSchedWakeup);
+    c[0].Put(r.woken_tid);
+    c[1].Put(r.target_cpu);
+    c[2].Put(r.is_new);
+  }
+  void operator()(const CpuSample& r) {
+    VarintColumn* c = e->Group(RecordKind::kCpuSample);
+    c[0].Put(e->InternStack(r.user_stack));
+    c[1].Put(e->InternStack(r.kernel_stack));
+  }
+  void operator()(const OffCpu& r) {
+    VarintColumn* c = e->Group(RecordKind::kOffCpu);
+    c[0].Put(r.duration_ns);
+    c[1].Put(r.runq_ns);
+    c[2].Put(r.prev_state);
+    c[3].Put(r.waker_tid);
+    c[4].Put(e->InternStack(r.user_stack));
+    c[5].Put(e->InternStack(r.kernel_stack));
+  }
+  void operator()(const UprobeEntry& r) {
+    VarintColumn* c = e->Group(RecordKind::kUprobeEntry);
+    c[0].Put(e->InternString(r.probe));
+    PutArgs(r.args, &c[1], &c[2]);
+  }
+  void operator()(const UprobeReturn& r) {
+    VarintColumn* c = e->Group(RecordKind::kUprobeReturn);
+    c[0].Put(e->InternString(r.probe));
+    c[1].PutSigned(r.retval);
+    c[2].Put(r.duration_ns);
+  }
+  void operator()(const UsdtEvent& r) {
+    VarintColumn* c = e->Group(RecordKind::kUsdt);
+    c[0].Put(e->InternString(r.probe));
+    PutArgs(r.args, &c[1], &c[2]);
+    c[3].Put(e->InternString(r.str_arg));
+  }
+  void operator()(const SpanBegin& r) {
+    VarintColumn* c = e->Group(RecordKind::kSpanBegin);
+    c[0].PutDelta(r.span_id);
+    // A parent is a recent span: a small distance back (no parent: the id itself).
+    c[1].PutSigned(static_cast<int64_t>(r.span_id - r.parent_id));
+    c[2].PutDelta(r.operation_id);
+    c[3].Put(e->InternString(r.name));
+  }
+  void operator()(const SpanEnd& r) { e->Group(RecordKind::kSpanEnd)[0].PutDelta(r.span_id); }
+  void operator()(const Instant& r) {
+    VarintColumn* c = e->Group(RecordKind::kInstant);
+    c[0].Put(e->InternString(r.name));
+    c[1].PutDelta(r.operation_id);
+    const size_t count = Capped(r.fields.size(), layout::kMaxFields);
+    c[2].Put(count);
+    for (size_t i = 0; i < count; ++i) {
+      c[3].Put(e->InternString(r.fields[i].key));
+      e->PutValue(&c[4], &c[5], r.fields[i].value);
+    }
+  }
+  void operator()(const Counter& r) {
+    VarintColumn* c = e->Group(RecordKind::kCounter);
+    c[0].Put(e->InternString(r.name));
+    e->PutValue(&c[1], &c[2], r.value);
+  }
+  void operator()(const OperationBegin& r) {
+    VarintColumn* c = e->Group(RecordKind::kOperationBegin);
+    c[0].PutDelta(r.operation_id);
+    c[1].Put(e->InternString(r.name));
+  }
+  void operator()(const OperationEnd& r) {
+    e->Group(RecordKind::kOperationEnd)[0].PutDelta(r.operation_id);
+  }
+  void operator()(const Loss& r) {
+    VarintColumn* c = e->Group(RecordKind::kLoss);
+    c[0].Put(static_cast<uint32_t>(r.source));
+    c[1].Put(static_cast<uint32_t>(r.reason));
+    c[2].Put(r.count);
+  }
+
+  size_t Capped(size_t n, size_t cap) {
+    if (n <= cap) return n;
+    ++e->truncations_.lists;
+    return cap;
+  }
+  void PutArgs(Args args, VarintColumn* count_column, VarintColumn* value_column) {
+    const size_t count = Capped(args.size(), layout::kMaxArgs);
+    count_column->Put(count);
+    for (size_t i = 0; i < count; ++i) value_column->PutSigned(args[i]);
+  }
+};
+
+void BlockEncoder::Append(const Record& record) {
+  if (event_count_ == 0) {
+    base_time_ns_ = record.time_ns;
+    last_time_ns_ = record.time_ns;
+  }
+  kinds_.Put(static_cast<uint32_t>(record.kind()));
+  // Unsigned subtraction then a signed view: correct for any two uint64 times,
+  // including time going backwards.
+  time_deltas_.PutSigned(static_cast<int64_t>(record.time_ns - last_time_ns_));
+  last_time_ns_ = record.time_ns;
+  // Most events happen on the thread the CPU last switched to; those cost a 0.
+  uint32_t* running = record.cpu < running_tid_.size() ? &running_tid_[record.cpu] : nullptr;
+  tids_.Put(running != nullptr && *running == record.tid ? 0 : uint64_t{record.tid} + 1);
+  cpus_.Put(record.cpu);
+  std::visit(PayloadEncoder{this}, record.payload);
+  if (running != nullptr) {
+    if (const SchedSwitch* next = std::get_if<SchedSwitch>(&record.payload)) {
+      *running = next->next_tid;
+    }
+  }
+  ++event_count_;
+}
+
+void BlockEncoder::PutValue(VarintColumn* type_column, VarintColumn* value_column,
+                            const Value& value) {
+  type_column->Put(static_cast<uint32_t>(value.type));
+  switch (value.type) {
+    case ValueType::kInt:
+      value_column->PutSigned(value.AsInt());
+      break;
+    case ValueType::kString:
+      value_column->Put(InternString(value.text));
+      break;
+    default:
+      value_column->Put(value.bits);
+      break;
+  }
+}
+
+uint32_t BlockEncoder::InternString(std::string_view text) {
+  if (text.empty()) return 0;
+  if (text.size() > layout::kMaxStringBytes) {
+    ++truncations_.strings;
+    text = text.substr(0, layout::kMaxStringBytes);
+  }
+  auto it = string_ids_.find(text);
+  if (it != string_ids_.end()) return it->second;
+  const uint32_t id = static_cast<uint32_t>(string_ids_.size()) + 1;
+  string_ids_.emplace(std::string(text), id);
+  wire::AppendBytesField(&new_strings_, layout::kStrings, text);
+  return id;
+}
+
+uint32_t BlockEncoder::InternStack(Stack frames) {
+  if (frames.empty()) return 0;
+  if (frames.size() > layout::kMaxStackDepth) {
+    ++truncations_.stacks;
+    frames = frames.first(layout::kMaxStackDepth);
+  }
+  auto it = stack_ids_.find(frames);
+  if (it != stack_ids_.end()) return it->second;
+  const uint32_t id = static_cast<uint32_t>(stack_ids_.size()) + 1;
+  stack_ids_.emplace(std::vector<uint64_t>(frames.begin(), frames.end()), id);
+  stack_depths_.Put(frames.size());
+  uint64_t previous = 0;
+  for (uint64_t frame : frames) {
+    stack_frame_deltas_.PutSigned(static_cast<int64_t>(frame - previous));
+    previous = frame;
+  }
+  return id;
+}
+
+size_t BlockEncoder::GroupSize(int kind) const {
+  size_t size = 0;
+  for (int c = 0; c < kMaxColumnsPerKind; ++c) {
+    const VarintColumn& column = columns_[kind][c];
+    if (!column.empty()) size += wire::BytesFieldSize(c + 1, column.size());
+  }
+  return size;
+}
+
+size_t BlockEncoder::pending_bytes() const {
+  size_t size = new_strings_.size() + stack_depths_.size() + stack_frame_deltas_.size() +
+                kinds_.size() + time_deltas_.size() + tids_.size() + cpus_.size();
+  for (int kind = 1; kind <= kMaxRecordKind; ++kind) {
+    for (const VarintColumn& column : columns_[kind]) size += column.size();
+  }
+  return size;
+}
+
+void BlockEncoder::FinishBlock(std::string* frame) {
+  std::string block;
+  block.reserve(pending_bytes() + 64 + 16 * kMaxRecordKind);
+  wire::AppendVarintField(&block, layout::kBaseTime, base_time_ns_);
+  wire::AppendVarintField(&block, layout::kEventCount, event_count_);
+  wire::AppendVarintField(&block, layout::kFirstStringId, first_string_id_);
+  block += new_strings_;
+  wire::AppendVarintField(&block, layout::kFirstStackId, first_stack_id_);
+  const std::pair<uint32_t, const VarintColumn*> common[] = {
+      {layout::kStackDepths, &stack_depths_},
+      {layout::kStackFrameDeltas, &stack_frame_deltas_},
+      {layout::kKinds, &kinds_},
+      {layout::kTimeDeltas, &time_deltas_},
+      {layout::kTids, &tids_},
+      {layout::kCpus, &cpus_},
+  };
+  for (const auto& [field, column] : common) {
+    if (!column->empty()) wire::AppendBytesField(&block, field, column->bytes());
+  }
+  for (int kind = 1; kind <= kMaxRecordKind; ++kind) {
+    const size_t group_size = GroupSize(kind);
+    if (group_size == 0) continue;
+    wire::AppendVarint(&block, wire::Tag(layout::GroupField(static_cast<RecordKind>(kind)),
+                                         wire::kLengthDelimited));
+    wire::AppendVarint(&block, group_size);
+    for (int c = 0; c < kMaxColumnsPerKind; ++c) {
+      const VarintColumn& column = columns_[kind][c];
+      if (!column.empty()) wire::AppendBytesField(&block, c + 1, column.bytes());
+    }
+  }
+
+  frame->clear();
+  wire::AppendBytesField(frame, layout::kFrameEvents, block);
+
+  // The next block defines what is interned from here on.
+  first_string_id_ = static_cast<uint32_t>(string_ids_.size()) + 1;
+  first_stack_id_ = static_cast<uint32_t>(stack_ids_.size()) + 1;
+  new_strings_.clear();
+  event_count_ = 0;
+  running_tid_.fill(0);
+  for (VarintColumn* column :
+       {&stack_depths_, &stack_frame_deltas_, &kinds_, &time_deltas_, &tids_, &cpus_}) {
+    column->Clear();
+  }
+  for (auto& group : columns_) {
+    for (VarintColumn& column : group) column.Clear();
+  }
+}
+
+void BlockEncoder::StartSegment() {
+  string_ids_.clear();
+  stack_ids_.clear();
+  first_string_id_ = 1;
+  first_stack_id_ = 1;
+}
+
+}  // namespace loupe::format

@@ -1,0 +1,67 @@
+// The zstd frames a segment file is made of: the leading signature (a zstd
+// skippable frame, so `zstd -d` still reads the file), and one compressed
+// frame per Frame message, each with its content size and checksum.
+#ifndef LOUPE_DAEMON_FORMAT_FRAME_CODEC_H_
+#define LOUPE_DAEMON_FORMAT_FRAME_CODEC_H_
+
+#include <zstd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace loupe::format {
+
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kSignatureMagic = 0x184D2A5E;  // in zstd's skippable range
+inline constexpr std::string_view kSignatureText = "LOUPESEG";
+inline constexpr size_t kSignatureSize = 8 + 8 + 4;  // zstd header, text, version
+
+// Frames larger than these are treated as corrupt: the writer never makes them.
+inline constexpr size_t kMaxCompressedFrame = 64 << 20;
+inline constexpr size_t kMaxDecompressedFrame = 256 << 20;
+
+std::string SignatureFrame();
+// Checks the signature at the start of a file; returns the format version.
+absl::StatusOr<uint32_t> ParseSignature(std::string_view bytes);
+
+class FrameCompressor {
+ public:
+  static absl::StatusOr<FrameCompressor> Create(int level);
+  // Appends one zstd frame holding `payload` to *out.
+  absl::Status Compress(std::string_view payload, std::string* out);
+
+ private:
+  struct Free {
+    void operator()(ZSTD_CCtx* cctx) const { ZSTD_freeCCtx(cctx); }
+  };
+  std::unique_ptr<ZSTD_CCtx, Free> cctx_;
+};
+
+enum class FrameScan { kWhole, kNeedMore, kCorrupt };
+
+// Measures the zstd frame at the start of `data` without decompressing it.
+// kNeedMore: `data` ends inside the frame. On kCorrupt, *error says why.
+FrameScan ScanFrame(std::string_view data, size_t* frame_size, std::string* error);
+
+class FrameDecompressor {
+ public:
+  FrameDecompressor();
+  // Replaces *out with the content of the one whole frame `frame`; verifies
+  // its checksum.
+  absl::Status Decompress(std::string_view frame, std::string* out);
+
+ private:
+  struct Free {
+    void operator()(ZSTD_DCtx* dctx) const { ZSTD_freeDCtx(dctx); }
+  };
+  std::unique_ptr<ZSTD_DCtx, Free> dctx_;
+};
+
+}  // namespace loupe::format
+
+#endif  // LOUPE_DAEMON_FORMAT_FRAME_CODEC_H_

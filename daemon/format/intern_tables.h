@@ -1,0 +1,63 @@
+// A segment's interned strings and stacks, as a reader rebuilds them block by
+// block. Views handed out stay valid until the next block is added.
+#ifndef LOUPE_DAEMON_FORMAT_INTERN_TABLES_H_
+#define LOUPE_DAEMON_FORMAT_INTERN_TABLES_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "daemon/format/record.h"
+
+namespace loupe::format {
+
+class InternTables {
+ public:
+  uint32_t string_count() const { return static_cast<uint32_t>(strings_.size()); }
+  uint32_t stack_count() const { return static_cast<uint32_t>(stacks_.size()); }
+
+  // Id 0 is "none". Returns false for an id that was never defined.
+  bool FindString(uint64_t id, std::string_view* out) const {
+    if (id == 0) {
+      *out = {};
+      return true;
+    }
+    if (id > strings_.size()) return false;
+    *out = strings_[id - 1];
+    return true;
+  }
+  bool FindStack(uint64_t id, Stack* out) const {
+    if (id == 0) {
+      *out = {};
+      return true;
+    }
+    if (id > stacks_.size()) return false;
+    const auto [offset, depth] = stacks_[id - 1];
+    *out = Stack(frames_.data() + offset, depth);
+    return true;
+  }
+
+  void AddString(std::string_view text) { strings_.emplace_back(text); }
+  void AddStack(std::vector<uint64_t>::const_iterator begin,
+                std::vector<uint64_t>::const_iterator end) {
+    stacks_.emplace_back(frames_.size(), static_cast<size_t>(end - begin));
+    frames_.insert(frames_.end(), begin, end);
+  }
+  void Clear() {
+    strings_.clear();
+    stacks_.clear();
+    frames_.clear();
+  }
+
+ private:
+  std::deque<std::string> strings_;                // a deque never moves its elements
+  std::vector<std::pair<size_t, size_t>> stacks_;  // offset into frames_, depth
+  std::vector<uint64_t> frames_;
+};
+
+}  // namespace loupe::format
+
+#endif  // LOUPE_DAEMON_FORMAT_INTERN_TABLES_H_

@@ -1,0 +1,227 @@
+// The records a trace carries, as C++ values. Writers fill them; readers hand
+// them out. Strings, stacks, arguments and fields are views: on the writing
+// side they only need to live for the Append call, on the reading side they
+// stay valid until the reader's next Next().
+//
+// The numbering mirrors proto/loupe/v1/trace.proto (checked at compile time in
+// record.cc); the payload alternatives are listed in RecordKind order so that
+// `payload.index() + 1` is the kind.
+#ifndef LOUPE_DAEMON_FORMAT_RECORD_H_
+#define LOUPE_DAEMON_FORMAT_RECORD_H_
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <variant>
+
+namespace loupe::format {
+
+enum class RecordKind : uint8_t {
+  kClockSync = 1,
+  kProcessInfo,
+  kThreadInfo,
+  kProcessFork,
+  kProcessExec,
+  kThreadExit,
+  kSchedSwitch,
+  kSchedWakeup,
+  kCpuSample,
+  kOffCpu,
+  kUprobeEntry,
+  kUprobeReturn,
+  kUsdt,
+  kSpanBegin,
+  kSpanEnd,
+  kInstant,
+  kCounter,
+  kOperationBegin,
+  kOperationEnd,
+  kLoss,
+};
+inline constexpr int kMaxRecordKind = static_cast<int>(RecordKind::kLoss);
+
+// Lower-case name of a kind ("sched_switch"), or "unknown".
+std::string_view KindName(RecordKind kind);
+
+enum class ValueType : uint8_t { kInt = 1, kUint, kDouble, kBool, kString, kBytes };
+
+enum class LossSource : uint8_t {
+  kSched = 1,
+  kCpuSample,
+  kUprobe,
+  kUsdt,
+  kShim,
+  kMerge,
+  kWriter,
+  kShipper,
+  kSymbolizer,
+};
+inline constexpr int kMaxLossSource = static_cast<int>(LossSource::kSymbolizer);
+
+enum class LossReason : uint8_t {
+  kRingFull = 1,
+  kStackTruncated,
+  kStringTruncated,
+  kLate,
+  kQueueFull,
+  kSegmentEvicted,
+  kShippingAbandoned,
+  kCapReached,
+  kWriteFailed,
+};
+inline constexpr int kMaxLossReason = static_cast<int>(LossReason::kWriteFailed);
+
+std::string_view LossSourceName(LossSource source);
+std::string_view LossReasonName(LossReason reason);
+
+// A typed value of an instant-event field or a counter.
+struct Value {
+  ValueType type = ValueType::kInt;
+  uint64_t bits = 0;      // the number, its IEEE-754 bits, 0/1, or a byte count
+  std::string_view text;  // kString only
+
+  static Value Int(int64_t v) { return {ValueType::kInt, static_cast<uint64_t>(v), {}}; }
+  static Value Uint(uint64_t v) { return {ValueType::kUint, v, {}}; }
+  static Value Double(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return {ValueType::kDouble, bits, {}};
+  }
+  static Value Bool(bool v) { return {ValueType::kBool, v ? 1u : 0u, {}}; }
+  static Value String(std::string_view v) { return {ValueType::kString, 0, v}; }
+  static Value Bytes(uint64_t n) { return {ValueType::kBytes, n, {}}; }
+
+  int64_t AsInt() const { return static_cast<int64_t>(bits); }
+  double AsDouble() const {
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
+  bool operator==(const Value&) const = default;
+};
+
+struct Field {
+  std::string_view key;
+  Value value;
+  bool operator==(const Field&) const = default;
+};
+
+using Stack = std::span<const uint64_t>;  // innermost frame first
+using Args = std::span<const int64_t>;
+
+// One struct per kind. The record's `tid` is the thread the event happened
+// on (for a switch, the one switched out; for a wakeup, the waker).
+struct ClockSync {
+  uint64_t realtime_ns = 0;  // the record's time is the monotonic side
+};
+struct ProcessInfo {  // tid = pid
+  uint32_t ppid = 0;
+  uint32_t ns_pid = 0;
+  uint32_t uid = 0;
+  uint64_t start_time = 0;
+  std::string_view name;
+  std::string_view exe;
+};
+struct ThreadInfo {
+  uint32_t pid = 0;
+  uint32_t ns_tid = 0;
+  std::string_view name;
+};
+struct ProcessFork {
+  uint32_t child_pid = 0;
+  uint32_t child_tid = 0;
+};
+struct ProcessExec {
+  uint32_t pid = 0;
+  std::string_view filename;
+};
+struct ThreadExit {
+  uint32_t pid = 0;
+  int64_t exit_code = 0;
+  bool group_dead = false;
+};
+struct SchedSwitch {
+  uint32_t next_tid = 0;
+  uint32_t prev_state = 0;
+};
+struct SchedWakeup {
+  uint32_t woken_tid = 0;
+  uint32_t target_cpu = 0;
+  bool is_new = false;
+};
+struct CpuSample {
+  Stack user_stack;
+  Stack kernel_stack;
+};
+struct OffCpu {  // the record's time is the switch-in
+  uint64_t duration_ns = 0;
+  uint64_t runq_ns = 0;
+  uint32_t prev_state = 0;
+  uint32_t waker_tid = 0;
+  Stack user_stack;
+  Stack kernel_stack;
+};
+struct UprobeEntry {
+  std::string_view probe;
+  Args args;
+};
+struct UprobeReturn {
+  std::string_view probe;
+  int64_t retval = 0;
+  uint64_t duration_ns = 0;
+};
+struct UsdtEvent {
+  std::string_view probe;  // "provider:name"
+  Args args;
+  std::string_view str_arg;
+};
+struct SpanBegin {
+  uint64_t span_id = 0;
+  uint64_t parent_id = 0;
+  uint64_t operation_id = 0;
+  std::string_view name;
+};
+struct SpanEnd {
+  uint64_t span_id = 0;
+};
+struct Instant {
+  std::string_view name;
+  uint64_t operation_id = 0;
+  std::span<const Field> fields;
+};
+struct Counter {
+  std::string_view name;
+  Value value;
+};
+struct OperationBegin {
+  uint64_t operation_id = 0;
+  std::string_view name;
+};
+struct OperationEnd {
+  uint64_t operation_id = 0;
+};
+struct Loss {
+  LossSource source = LossSource::kWriter;
+  LossReason reason = LossReason::kQueueFull;
+  uint64_t count = 0;
+};
+
+using Payload =
+    std::variant<ClockSync, ProcessInfo, ThreadInfo, ProcessFork, ProcessExec, ThreadExit,
+                 SchedSwitch, SchedWakeup, CpuSample, OffCpu, UprobeEntry, UprobeReturn, UsdtEvent,
+                 SpanBegin, SpanEnd, Instant, Counter, OperationBegin, OperationEnd, Loss>;
+static_assert(std::variant_size_v<Payload> == kMaxRecordKind);
+
+struct Record {
+  uint64_t time_ns = 0;  // CLOCK_MONOTONIC
+  uint32_t tid = 0;
+  uint32_t cpu = 0;
+  Payload payload;
+
+  RecordKind kind() const { return static_cast<RecordKind>(payload.index() + 1); }
+};
+
+}  // namespace loupe::format
+
+#endif  // LOUPE_DAEMON_FORMAT_RECORD_H_

@@ -1,0 +1,175 @@
+#include "daemon/format/record_json.h"
+
+#include <fmt/format.h>
+
+namespace loupe::format {
+namespace {
+
+class JsonObject {
+ public:
+  explicit JsonObject(std::string* out) : out_(out) { out_->push_back('{'); }
+  ~JsonObject() { out_->push_back('}'); }
+
+  JsonObject& Num(std::string_view key, uint64_t v) {
+    Key(key);
+    fmt::format_to(std::back_inserter(*out_), "{}", v);
+    return *this;
+  }
+  JsonObject& Int(std::string_view key, int64_t v) {
+    Key(key);
+    fmt::format_to(std::back_inserter(*out_), "{}", v);
+    return *this;
+  }
+  JsonObject& Str(std::string_view key, std::string_view v) {
+    Key(key);
+    AppendJsonString(v, out_);
+    return *this;
+  }
+  JsonObject& Bool(std::string_view key, bool v) {
+    Key(key);
+    *out_ += v ? "true" : "false";
+    return *this;
+  }
+  JsonObject& Stack(std::string_view key, format::Stack frames) {
+    Key(key);
+    out_->push_back('[');
+    for (size_t i = 0; i < frames.size(); ++i) {
+      fmt::format_to(std::back_inserter(*out_), "{}\"0x{:x}\"", i ? "," : "", frames[i]);
+    }
+    out_->push_back(']');
+    return *this;
+  }
+  JsonObject& Args(std::string_view key, format::Args args) {
+    Key(key);
+    fmt::format_to(std::back_inserter(*out_), "[{}]", fmt::join(args, ","));
+    return *this;
+  }
+  JsonObject& Val(std::string_view key, const Value& v) {
+    switch (v.type) {
+      case ValueType::kInt: return Int(key, v.AsInt());
+      case ValueType::kUint: return Num(key, v.bits);
+      case ValueType::kDouble:
+        Key(key);
+        fmt::format_to(std::back_inserter(*out_), "{}", v.AsDouble());
+        return *this;
+      case ValueType::kBool: return Bool(key, v.bits != 0);
+      case ValueType::kString: return Str(key, v.text);
+      case ValueType::kBytes:
+        Key(key);
+        fmt::format_to(std::back_inserter(*out_), "{{\"bytes\":{}}}", v.bits);
+        return *this;
+    }
+    return *this;
+  }
+  std::string* Nested(std::string_view key) {
+    Key(key);
+    return out_;
+  }
+
+ private:
+  void Key(std::string_view key) {
+    if (!first_) out_->push_back(',');
+    first_ = false;
+    AppendJsonString(key, out_);
+    out_->push_back(':');
+  }
+  std::string* out_;
+  bool first_ = true;
+};
+
+struct PayloadJson {
+  JsonObject& o;
+  void operator()(const ClockSync& r) { o.Num("realtime_ns", r.realtime_ns); }
+  void operator()(const ProcessInfo& r) {
+    o.Num("ppid", r.ppid).Num("ns_pid", r.ns_pid).Num("uid", r.uid);
+    o.Num("start_time", r.start_time).Str("name", r.name).Str("exe", r.exe);
+  }
+  void operator()(const ThreadInfo& r) {
+    o.Num("pid", r.pid).Num("ns_tid", r.ns_tid).Str("name", r.name);
+  }
+  void operator()(const ProcessFork& r) {
+    o.Num("child_pid", r.child_pid).Num("child_tid", r.child_tid);
+  }
+  void operator()(const ProcessExec& r) { o.Num("pid", r.pid).Str("filename", r.filename); }
+  void operator()(const ThreadExit& r) {
+    o.Num("pid", r.pid).Int("exit_code", r.exit_code).Bool("group_dead", r.group_dead);
+  }
+  void operator()(const SchedSwitch& r) {
+    o.Num("next_tid", r.next_tid).Num("prev_state", r.prev_state);
+  }
+  void operator()(const SchedWakeup& r) {
+    o.Num("woken_tid", r.woken_tid).Num("target_cpu", r.target_cpu).Bool("is_new", r.is_new);
+  }
+  void operator()(const CpuSample& r) {
+    o.Stack("user_stack", r.user_stack).Stack("kernel_stack", r.kernel_stack);
+  }
+  void operator()(const OffCpu& r) {
+    o.Num("duration_ns", r.duration_ns).Num("runq_ns", r.runq_ns);
+    o.Num("prev_state", r.prev_state).Num("waker_tid", r.waker_tid);
+    o.Stack("user_stack", r.user_stack).Stack("kernel_stack", r.kernel_stack);
+  }
+  void operator()(const UprobeEntry& r) { o.Str("probe", r.probe).Args("args", r.args); }
+  void operator()(const UprobeReturn& r) {
+    o.Str("probe", r.probe).Int("retval", r.retval).Num("duration_ns", r.duration_ns);
+  }
+  void operator()(const UsdtEvent& r) {
+    o.Str("probe", r.probe).Args("args", r.args);
+    if (!r.str_arg.empty()) o.Str("str_arg", r.str_arg);
+  }
+  void operator()(const SpanBegin& r) {
+    o.Num("span_id", r.span_id).Num("parent_id", r.parent_id);
+    o.Num("operation_id", r.operation_id).Str("name", r.name);
+  }
+  void operator()(const SpanEnd& r) { o.Num("span_id", r.span_id); }
+  void operator()(const Instant& r) {
+    o.Str("name", r.name).Num("operation_id", r.operation_id);
+    JsonObject fields(o.Nested("fields"));
+    for (const Field& field : r.fields) fields.Val(field.key, field.value);
+  }
+  void operator()(const Counter& r) { o.Str("name", r.name).Val("value", r.value); }
+  void operator()(const OperationBegin& r) {
+    o.Num("operation_id", r.operation_id).Str("name", r.name);
+  }
+  void operator()(const OperationEnd& r) { o.Num("operation_id", r.operation_id); }
+  void operator()(const Loss& r) {
+    o.Str("source", LossSourceName(r.source)).Str("reason", LossReasonName(r.reason));
+    o.Num("count", r.count);
+  }
+};
+
+}  // namespace
+
+void AppendJsonString(std::string_view text, std::string* out) {
+  out->push_back('"');
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\t': *out += "\\t"; break;
+      case '\r': *out += "\\r"; break;
+      default:
+        if (c < 0x20 || c >= 0x7f) {
+          fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
+        } else {
+          out->push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+void AppendRecordJson(const Record& record, std::string* out) {
+  JsonObject o(out);
+  o.Num("time_ns", record.time_ns).Num("tid", record.tid).Num("cpu", record.cpu);
+  o.Str("kind", KindName(record.kind()));
+  std::visit(PayloadJson{o}, record.payload);
+}
+
+std::string RecordJson(const Record& record) {
+  std::string out;
+  AppendRecordJson(record, &out);
+  return out;
+}
+
+}  // namespace loupe::format

@@ -1,0 +1,85 @@
+// Reads one segment file, record by record, in the order written. A cut or
+// damaged file yields every record of its whole frames and then says
+// precisely what was wrong and where; a file without a trailer reads as
+// incomplete (its writer crashed or is still writing).
+#ifndef LOUPE_DAEMON_FORMAT_SEGMENT_READER_H_
+#define LOUPE_DAEMON_FORMAT_SEGMENT_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/base/scoped_fd.h"
+#include "daemon/format/block_decoder.h"
+#include "daemon/format/frame_codec.h"
+#include "daemon/format/intern_tables.h"
+#include "daemon/format/record.h"
+#include "loupe/v1/trace.pb.h"
+
+namespace loupe::format {
+
+class SegmentReader {
+ public:
+  // Fails when the file cannot be opened or does not begin with a readable
+  // signature and header: then there is nothing to read from it.
+  static absl::StatusOr<std::unique_ptr<SegmentReader>> Open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const v1::SegmentHeader& header() const { return header_; }
+
+  // The next record, or false once the file is exhausted or unreadable.
+  // The record's views stay valid until the next call.
+  bool Next(Record* record);
+
+  // Known once Next() has returned false.
+  bool has_trailer() const { return has_trailer_; }
+  const v1::SegmentTrailer& trailer() const { return trailer_; }
+  const v1::SymbolTable& symbols() const { return symbols_; }
+  // What went wrong while reading, each naming the file and byte offset.
+  const std::vector<std::string>& problems() const { return problems_; }
+  // Sealed with a complete verdict and read without problems.
+  bool complete() const;
+  uint64_t records_read() const { return records_read_; }
+  uint64_t unknown_records_skipped() const { return decoder_.skipped_unknown(); }
+
+ private:
+  explicit SegmentReader(std::string path, ScopedFd fd);
+
+  enum class Step { kFrame, kEnd, kBroken };
+  // Reads the next whole frame's payload into frame_payload_.
+  Step ReadFrame();
+  bool Fill(size_t wanted);  // makes `wanted` bytes available if the file has them
+  bool HandleFrame();        // false when the file cannot be read further
+  void Problem(uint64_t offset, std::string_view what);
+
+  std::string path_;
+  ScopedFd fd_;
+  bool eof_ = false;
+  std::string buffer_;  // file bytes not yet consumed start at buffer_pos_
+  size_t buffer_pos_ = 0;
+  uint64_t file_offset_ = 0;  // file offset of buffer_[buffer_pos_]
+  uint64_t frame_offset_ = 0;
+  FrameDecompressor decompressor_;
+  std::string frame_payload_;
+
+  v1::SegmentHeader header_;
+  v1::SegmentTrailer trailer_;
+  v1::SymbolTable symbols_;
+  bool has_trailer_ = false;
+  bool done_ = false;
+  std::vector<std::string> problems_;
+
+  InternTables tables_;
+  BlockDecoder decoder_{&tables_};
+  bool in_block_ = false;
+  uint64_t records_read_ = 0;
+};
+
+// Events in a segment: its trailer's count, or what could be read of it.
+uint64_t CountEvents(const std::string& path);
+
+}  // namespace loupe::format
+
+#endif  // LOUPE_DAEMON_FORMAT_SEGMENT_READER_H_

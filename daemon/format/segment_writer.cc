@@ -1,0 +1,445 @@
+#include "daemon/format/segment_writer.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <filesystem>
+
+#include "daemon/base/status_util.h"
+#include "daemon/format/block_layout.h"
+#include "daemon/format/segment_reader.h"
+#include "daemon/format/wire.h"
+
+namespace loupe::format {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kSealedSuffix = ".loupe";
+constexpr std::string_view kActiveSuffix = ".loupe.active";
+// Room kept at the end of a file for the trailer (and symbols, later).
+constexpr uint64_t kTrailerReserve = 16 << 10;
+// Below this much room a file is sealed rather than given a tiny block.
+constexpr uint64_t kMinBlockRoom = 4 << 10;
+
+uint64_t ReadClock(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+absl::Status OutOfRange(std::string_view key, uint64_t value, std::string_view allowed) {
+  return absl::InvalidArgumentError(
+      fmt::format("{} = {} is out of range: {}", key, value, allowed));
+}
+
+bool ValidSessionId(std::string_view id) {
+  return !id.empty() && id.size() <= 128 && id.front() != '.' &&
+         std::all_of(id.begin(), id.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+         });
+}
+
+// "<session>-<seq>.loupe[.active]" -> seq, when the file is this session's.
+bool ParseSequence(std::string_view name, std::string_view session, uint64_t* sequence) {
+  for (std::string_view suffix : {kActiveSuffix, kSealedSuffix}) {
+    if (name.size() > suffix.size() && name.ends_with(suffix)) {
+      name.remove_suffix(suffix.size());
+      break;
+    }
+  }
+  if (!name.starts_with(session) || name.size() <= session.size() + 1 ||
+      name[session.size()] != '-') {
+    return false;
+  }
+  name.remove_prefix(session.size() + 1);
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), *sequence);
+  return ec == std::errc() && end == name.data() + name.size();
+}
+
+absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write", path);
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncDirectory(const std::string& directory) {
+  ScopedFd fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid() || ::fsync(fd.get()) != 0) return ErrnoStatus("fsync", directory);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateWriterOptions(const WriterOptions& o) {
+  if (o.directory.empty()) return absl::InvalidArgumentError("output directory is empty");
+  if (!ValidSessionId(o.session_id)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "session_id '{}' must be 1..128 of [A-Za-z0-9_.-], not starting with '.'", o.session_id));
+  }
+  if (o.max_file_size < (64 << 10) || o.max_file_size > (16ull << 30)) {
+    return OutOfRange("max_file_size", o.max_file_size, "64 KiB .. 16 GiB");
+  }
+  if (o.max_total_size < 2 * o.max_file_size) {
+    return OutOfRange("max_total_size", o.max_total_size,
+                      fmt::format("at least 2 x max_file_size ({})", 2 * o.max_file_size));
+  }
+  if (o.zstd_level < 1 || o.zstd_level > 19) {
+    return OutOfRange("zstd_level", static_cast<uint64_t>(o.zstd_level), "1 .. 19");
+  }
+  if (o.block_bytes < (4 << 10) || o.block_bytes > (16 << 20)) {
+    return OutOfRange("block_bytes", o.block_bytes, "4 KiB .. 16 MiB");
+  }
+  constexpr uint64_t kMs = 1'000'000, kDay = 86'400'000'000'000;
+  if (o.rotation_period_ns != 0 &&
+      (o.rotation_period_ns < kMs || o.rotation_period_ns > 7 * kDay)) {
+    return OutOfRange("rotation_period_ns", o.rotation_period_ns, "0 (off) or 1 ms .. 7 days");
+  }
+  if (o.block_flush_period_ns < kMs || o.block_flush_period_ns > 60'000 * kMs) {
+    return OutOfRange("block_flush_period_ns", o.block_flush_period_ns, "1 ms .. 60 s");
+  }
+  return absl::OkStatus();
+}
+
+SegmentWriter::SegmentWriter(WriterOptions options, v1::SegmentHeader header, PreambleHook preamble,
+                             FrameCompressor compressor)
+    : options_(std::move(options)),
+      header_template_(std::move(header)),
+      preamble_(std::move(preamble)),
+      compressor_(std::move(compressor)) {}
+
+SegmentWriter::~SegmentWriter() { Close().IgnoreError(); }
+
+absl::StatusOr<std::unique_ptr<SegmentWriter>> SegmentWriter::Create(WriterOptions options,
+                                                                     v1::SegmentHeader header,
+                                                                     PreambleHook preamble) {
+  if (absl::Status status = ValidateWriterOptions(options); !status.ok()) return status;
+  std::error_code error;
+  fs::create_directories(options.directory, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        fmt::format("create directory {}: {}", options.directory, error.message()));
+  }
+  absl::StatusOr<FrameCompressor> compressor = FrameCompressor::Create(options.zstd_level);
+  if (!compressor.ok()) return compressor.status();
+  header.set_session_id(options.session_id);
+  std::unique_ptr<SegmentWriter> writer(new SegmentWriter(
+      std::move(options), std::move(header), std::move(preamble), *std::move(compressor)));
+  if (absl::Status status = writer->ScanExisting(); !status.ok()) return status;
+  return writer;
+}
+
+// Sealed segments already in the folder count against its budget, and this
+// session's numbering continues after any of its earlier files.
+absl::Status SegmentWriter::ScanExisting() {
+  struct Found {
+    fs::file_time_type mtime;
+    std::string path;
+    uint64_t size;
+  };
+  std::vector<Found> found;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(options_.directory, error)) {
+    const std::string name = entry.path().filename().string();
+    uint64_t sequence;
+    if (ParseSequence(name, options_.session_id, &sequence)) {
+      sequence_ = std::max(sequence_, sequence + 1);
+    }
+    std::error_code stat_error;
+    if (name.ends_with(kSealedSuffix) && entry.is_regular_file(stat_error)) {
+      found.push_back(
+          {entry.last_write_time(stat_error), entry.path().string(), entry.file_size(stat_error)});
+    }
+  }
+  if (error)
+    return absl::NotFoundError(fmt::format("list {}: {}", options_.directory, error.message()));
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    return std::tie(a.mtime, a.path) < std::tie(b.mtime, b.path);
+  });
+  for (Found& f : found) {
+    sealed_bytes_ += f.size;
+    sealed_.push_back({std::move(f.path), f.size, /*events=*/UINT64_MAX});
+  }
+  EnforceBudget(options_.max_file_size);
+  return absl::OkStatus();
+}
+
+std::string SegmentWriter::SegmentPath(uint64_t sequence, bool active) const {
+  return fmt::format("{}/{}-{:06}{}", options_.directory, options_.session_id, sequence,
+                     active ? kActiveSuffix : kSealedSuffix);
+}
+
+std::vector<std::string> SegmentWriter::sealed_paths() const {
+  std::vector<std::string> paths;
+  for (const SealedSegment& s : sealed_) paths.push_back(s.path);
+  return paths;
+}
+
+void SegmentWriter::CountLoss(LossSource source, LossReason reason, uint64_t count) {
+  if (count == 0) return;
+  (fd_.valid() ? segment_losses_ : pending_losses_)[{source, reason}] += count;
+}
+
+absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
+  const std::string path = SegmentPath(sequence_, /*active=*/true);
+  ScopedFd fd(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0640));
+  if (!fd.valid()) return ErrnoStatus("create segment", path);
+
+  v1::SegmentHeader header = header_template_;
+  header.set_format_version(kFormatVersion);
+  header.set_sequence(sequence_);
+  header.mutable_clock()->set_monotonic_ns(ReadClock(CLOCK_MONOTONIC));
+  header.mutable_clock()->set_realtime_ns(ReadClock(CLOCK_REALTIME));
+  std::string frame;
+  wire::AppendBytesField(&frame, layout::kFrameHeader, header.SerializeAsString());
+  compressed_ = SignatureFrame();
+  if (absl::Status status = compressor_.Compress(frame, &compressed_); !status.ok()) return status;
+  if (absl::Status status = WriteAll(fd.get(), compressed_, path); !status.ok()) {
+    ::unlink(path.c_str());
+    return status;
+  }
+
+  fd_ = std::move(fd);
+  file_size_ = compressed_.size();
+  stats_.bytes_written += file_size_;
+  segment_start_ns_ = first_time_ns;
+  block_start_ns_ = first_time_ns;
+  segment_events_ = 0;
+  first_time_ns_ = UINT64_MAX;
+  last_time_ns_ = 0;
+  block_count_ = 0;
+  raw_bytes_ = 0;
+  std::fill(std::begin(kind_counts_), std::end(kind_counts_), 0);
+  std::fill(std::begin(block_kind_counts_), std::end(block_kind_counts_), 0);
+  segment_losses_.clear();
+  segment_evicted_ = std::move(pending_evicted_);
+  pending_evicted_.clear();
+  encoder_.StartSegment();
+  truncations_at_open_ = encoder_.truncations();
+
+  if (preamble_) {
+    in_preamble_ = true;
+    preamble_(*this);
+    in_preamble_ = false;
+  }
+  // Losses that happened while no segment was open are reported here.
+  for (const auto& [key, count] : std::exchange(pending_losses_, {})) {
+    Record loss{.time_ns = first_time_ns, .payload = Loss{key.source, key.reason, count}};
+    encoder_.Append(loss);
+    Account(loss, /*preamble=*/false);
+  }
+  return absl::OkStatus();
+}
+
+void SegmentWriter::AppendPreamble(const Record& record) {
+  Record stamped = record;
+  stamped.time_ns = segment_start_ns_;  // state as of the segment's start
+  if (encoder_.event_count() == 0) block_start_ns_ = stamped.time_ns;
+  encoder_.Append(stamped);
+  Account(stamped, /*preamble=*/true);
+}
+
+void SegmentWriter::Account(const Record& record, bool preamble) {
+  ++block_kind_counts_[static_cast<int>(record.kind())];
+  if (!preamble) ++segment_events_;
+  first_time_ns_ = std::min(first_time_ns_, record.time_ns);
+  last_time_ns_ = std::max(last_time_ns_, record.time_ns);
+  if (const Loss* loss = std::get_if<Loss>(&record.payload)) {
+    segment_losses_[{loss->source, loss->reason}] += loss->count;
+  }
+}
+
+absl::Status SegmentWriter::Append(const Record& record) {
+  absl::Status status;
+  if (fd_.valid() && options_.rotation_period_ns != 0 && record.time_ns > segment_start_ns_ &&
+      record.time_ns - segment_start_ns_ >= options_.rotation_period_ns) {
+    status.Update(Seal(/*final=*/false));
+  }
+  if (!fd_.valid()) {
+    if (absl::Status opened = OpenSegment(record.time_ns); !opened.ok()) {
+      CountLoss(LossSource::kWriter, LossReason::kWriteFailed, 1);
+      ++stats_.events_lost;
+      return opened;
+    }
+  }
+  if (encoder_.event_count() == 0) block_start_ns_ = record.time_ns;
+  encoder_.Append(record);
+  Account(record, /*preamble=*/false);
+  ++stats_.events;
+
+  // pending_bytes() walks every column; checking every 64 events is plenty.
+  if ((encoder_.event_count() & 63) == 0) {
+    const uint64_t room =
+        options_.max_file_size - std::min(options_.max_file_size, file_size_ + kTrailerReserve);
+    // Raw bytes bound the compressed size, so a block never overruns the file.
+    if (encoder_.pending_bytes() >= std::min<uint64_t>(options_.block_bytes, room)) {
+      status.Update(FlushBlock());
+      if (file_size_ + kTrailerReserve + kMinBlockRoom >= options_.max_file_size) {
+        status.Update(Seal(/*final=*/false));
+      }
+    }
+  }
+  return status;
+}
+
+absl::Status SegmentWriter::Tick(uint64_t now_ns) {
+  if (!fd_.valid()) return absl::OkStatus();
+  if (options_.rotation_period_ns != 0 && now_ns > segment_start_ns_ &&
+      now_ns - segment_start_ns_ >= options_.rotation_period_ns) {
+    return Seal(/*final=*/false);
+  }
+  if (encoder_.event_count() > 0 && now_ns > block_start_ns_ &&
+      now_ns - block_start_ns_ >= options_.block_flush_period_ns) {
+    return FlushBlock();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentWriter::FlushBlock() {
+  const uint32_t events = encoder_.event_count();
+  if (events == 0) return absl::OkStatus();
+  encoder_.FinishBlock(&frame_);
+  compressed_.clear();
+  absl::Status status = compressor_.Compress(frame_, &compressed_);
+  if (status.ok()) status = WriteFrame(compressed_);
+  if (!status.ok()) {
+    CountLoss(LossSource::kWriter, LossReason::kWriteFailed, events);
+    stats_.events_lost += events;
+    std::fill(std::begin(block_kind_counts_), std::end(block_kind_counts_), 0);
+    return status;
+  }
+  ++block_count_;
+  raw_bytes_ += frame_.size();
+  for (int kind = 0; kind <= kMaxRecordKind; ++kind) {
+    kind_counts_[kind] += std::exchange(block_kind_counts_[kind], 0);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentWriter::WriteFrame(const std::string& bytes) {
+  const std::string path = SegmentPath(sequence_, /*active=*/true);
+  absl::Status status = WriteAll(fd_.get(), bytes, path);
+  if (!status.ok()) {
+    // Cut back a partly written frame so the file stays readable to its end.
+    if (::ftruncate(fd_.get(), static_cast<off_t>(file_size_)) != 0 ||
+        ::lseek(fd_.get(), static_cast<off_t>(file_size_), SEEK_SET) < 0) {
+      status = ErrnoStatus("truncate after failed write", path);
+    }
+    return status;
+  }
+  file_size_ += bytes.size();
+  stats_.bytes_written += bytes.size();
+  return absl::OkStatus();
+}
+
+v1::SegmentTrailer SegmentWriter::BuildTrailer() const {
+  v1::SegmentTrailer trailer;
+  uint64_t events = 0;
+  for (int kind = 1; kind <= kMaxRecordKind; ++kind) {
+    if (kind_counts_[kind] == 0) continue;
+    v1::KindCount* count = trailer.add_kind_counts();
+    count->set_kind(static_cast<v1::RecordKind>(kind));
+    count->set_count(kind_counts_[kind]);
+    events += kind_counts_[kind];
+  }
+  trailer.set_event_count(events);
+  for (const auto& [key, count] : segment_losses_) {
+    v1::LossTotal* loss = trailer.add_losses();
+    loss->set_source(static_cast<v1::LossSource>(key.source));
+    loss->set_reason(static_cast<v1::LossReason>(key.reason));
+    loss->set_count(count);
+    trailer.add_reasons(fmt::format("lost {} {} {}: {}", count, LossSourceName(key.source),
+                                    key.reason == LossReason::kSegmentEvicted ? "events" : "items",
+                                    LossReasonName(key.reason)));
+  }
+  for (const std::string& name : segment_evicted_) trailer.add_evicted_segments(name);
+  trailer.set_verdict(segment_losses_.empty() ? v1::COMPLETE : v1::INCOMPLETE);
+  if (first_time_ns_ != UINT64_MAX) {
+    trailer.set_first_time_ns(first_time_ns_);
+    trailer.set_last_time_ns(last_time_ns_);
+  }
+  trailer.set_block_count(block_count_);
+  trailer.set_raw_bytes(raw_bytes_);
+  return trailer;
+}
+
+absl::Status SegmentWriter::Seal(bool final) {
+  if (!fd_.valid()) return absl::OkStatus();
+  absl::Status status = FlushBlock();
+
+  const EncoderTruncations& now = encoder_.truncations();
+  CountLoss(LossSource::kWriter, LossReason::kStackTruncated,
+            now.stacks - truncations_at_open_.stacks);
+  CountLoss(LossSource::kWriter, LossReason::kStringTruncated,
+            now.strings - truncations_at_open_.strings);
+  CountLoss(LossSource::kWriter, LossReason::kCapReached, now.lists - truncations_at_open_.lists);
+
+  std::string frame;
+  wire::AppendBytesField(&frame, layout::kFrameTrailer, BuildTrailer().SerializeAsString());
+  compressed_.clear();
+  absl::Status trailer_status = compressor_.Compress(frame, &compressed_);
+  if (trailer_status.ok()) trailer_status = WriteFrame(compressed_);
+  status.Update(trailer_status);  // without it the segment reads as cut short
+
+  const std::string active = SegmentPath(sequence_, /*active=*/true);
+  const std::string sealed = SegmentPath(sequence_, /*active=*/false);
+  if (::fsync(fd_.get()) != 0) status.Update(ErrnoStatus("fsync", active));
+  fd_.Reset();
+  if (::rename(active.c_str(), sealed.c_str()) != 0) {
+    status.Update(ErrnoStatus("rename", active));
+  } else {
+    status.Update(SyncDirectory(options_.directory));
+    sealed_.push_back({sealed, file_size_, segment_events_});
+    sealed_bytes_ += file_size_;
+  }
+  ++stats_.segments_sealed;
+  ++sequence_;
+  EnforceBudget(final ? 0 : options_.max_file_size);
+  return status;
+}
+
+// Keeps sealed segments plus `headroom` (room for the next active file)
+// within max_total_size, evicting the oldest first.
+void SegmentWriter::EnforceBudget(uint64_t headroom) {
+  while (!sealed_.empty() && sealed_bytes_ + headroom > options_.max_total_size) {
+    SealedSegment oldest = std::move(sealed_.front());
+    sealed_.pop_front();
+    sealed_bytes_ -= oldest.size;
+    if (oldest.events == UINT64_MAX) {  // written by an earlier run: ask its trailer
+      oldest.events = CountEvents(oldest.path);
+    }
+    if (::unlink(oldest.path.c_str()) != 0 && errno != ENOENT) continue;
+    pending_losses_[{LossSource::kWriter, LossReason::kSegmentEvicted}] += oldest.events;
+    pending_evicted_.push_back(fs::path(oldest.path).filename().string());
+    ++stats_.segments_evicted;
+    stats_.events_lost += oldest.events;
+  }
+}
+
+absl::Status SegmentWriter::Close() {
+  absl::Status status = Seal(/*final=*/true);
+  // Evictions since the last segment still have to reach the trace.
+  if (!pending_losses_.empty()) {
+    const uint64_t now = std::max(last_time_ns_, ReadClock(CLOCK_MONOTONIC));
+    if (absl::Status opened = OpenSegment(now); opened.ok()) {
+      status.Update(Seal(/*final=*/true));
+    } else {
+      status.Update(opened);
+    }
+  }
+  return status;
+}
+
+}  // namespace loupe::format

@@ -1,0 +1,149 @@
+// Writes a session's records as rotated, self-contained segment files.
+//
+// A segment is written as `<session>-<seq>.loupe.active` and renamed to
+// `<session>-<seq>.loupe` when sealed (after fsync). Segments rotate by size
+// and by age, the folder is kept within a total size by evicting the oldest
+// sealed segments, and everything that is lost on the way — evictions,
+// failed writes, cut stacks and strings — is counted and reported in the
+// trace itself. No file is created until there is something to put in it.
+#ifndef LOUPE_DAEMON_FORMAT_SEGMENT_WRITER_H_
+#define LOUPE_DAEMON_FORMAT_SEGMENT_WRITER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/base/scoped_fd.h"
+#include "daemon/format/block_encoder.h"
+#include "daemon/format/frame_codec.h"
+#include "daemon/format/record.h"
+#include "loupe/v1/trace.pb.h"
+
+namespace loupe::format {
+
+struct WriterOptions {
+  std::string directory;
+  std::string session_id;  // [A-Za-z0-9_.-]+, names the files
+  uint64_t max_file_size = 64ull << 20;
+  uint64_t rotation_period_ns = 60'000'000'000;  // 0: rotate by size only
+  uint64_t max_total_size = 1ull << 30;          // all sealed segments + the active one
+  int zstd_level = 3;
+  size_t block_bytes = 1 << 20;                    // raw column bytes per block
+  uint64_t block_flush_period_ns = 1'000'000'000;  // bounds what a crash can lose
+};
+
+// Checks each option; the message names the key and its allowed range.
+absl::Status ValidateWriterOptions(const WriterOptions& options);
+
+struct WriterStats {
+  uint64_t events = 0;  // all records appended, preambles included
+  uint64_t bytes_written = 0;
+  uint64_t segments_sealed = 0;
+  uint64_t segments_evicted = 0;
+  uint64_t events_lost = 0;  // evicted or failed to write
+};
+
+class SegmentWriter {
+ public:
+  // Called when a new segment opens, before its first record, to append the
+  // records that make it readable alone (processes, threads, names) with
+  // AppendPreamble.
+  using PreambleHook = std::function<void(SegmentWriter&)>;
+
+  // `header` supplies identity and settings; the writer fills sequence,
+  // format version and clock anchor per segment.
+  static absl::StatusOr<std::unique_ptr<SegmentWriter>> Create(WriterOptions options,
+                                                               v1::SegmentHeader header,
+                                                               PreambleHook preamble = {});
+  ~SegmentWriter();
+  SegmentWriter(const SegmentWriter&) = delete;
+  SegmentWriter& operator=(const SegmentWriter&) = delete;
+
+  // Adds a record; may flush a block or rotate. An error means data could not
+  // be written; it has been counted and will be reported in the trace.
+  absl::Status Append(const Record& record);
+  // Adds a record that describes state rather than an event; only valid from
+  // the preamble hook.
+  void AppendPreamble(const Record& record);
+
+  // Flushes a block or rotates once their time has come. `now_ns` is
+  // CLOCK_MONOTONIC, the clock of record times.
+  absl::Status Tick(uint64_t now_ns);
+  // Seals the open segment (if it holds anything) and reports pending losses.
+  absl::Status Close();
+
+  const WriterStats& stats() const { return stats_; }
+  // Sealed segment paths, oldest first, as this writer knows them.
+  std::vector<std::string> sealed_paths() const;
+
+ private:
+  struct SealedSegment {
+    std::string path;
+    uint64_t size = 0;
+    uint64_t events = 0;
+  };
+  struct LossKey {
+    LossSource source;
+    LossReason reason;
+    auto operator<=>(const LossKey&) const = default;
+  };
+
+  SegmentWriter(WriterOptions options, v1::SegmentHeader header, PreambleHook preamble,
+                FrameCompressor compressor);
+  absl::Status ScanExisting();
+  absl::Status OpenSegment(uint64_t first_time_ns);
+  absl::Status FlushBlock();
+  // `final`: no segment follows, so no room is kept for one.
+  absl::Status Seal(bool final);
+  absl::Status WriteFrame(const std::string& bytes);
+  void Account(const Record& record, bool preamble);
+  void CountLoss(LossSource source, LossReason reason, uint64_t count);
+  void EnforceBudget(uint64_t headroom);
+  v1::SegmentTrailer BuildTrailer() const;
+  std::string SegmentPath(uint64_t sequence, bool active) const;
+
+  WriterOptions options_;
+  v1::SegmentHeader header_template_;
+  PreambleHook preamble_;
+  FrameCompressor compressor_;
+  BlockEncoder encoder_;
+  std::string frame_;
+  std::string compressed_;
+
+  // The open segment.
+  ScopedFd fd_;
+  uint64_t sequence_ = 0;
+  uint64_t file_size_ = 0;
+  uint64_t segment_start_ns_ = 0;
+  uint64_t block_start_ns_ = 0;
+  bool in_preamble_ = false;
+  uint64_t segment_events_ = 0;
+  uint64_t first_time_ns_ = 0;
+  uint64_t last_time_ns_ = 0;
+  uint32_t block_count_ = 0;
+  uint64_t raw_bytes_ = 0;
+  uint64_t kind_counts_[kMaxRecordKind + 1] = {};        // of blocks written
+  uint64_t block_kind_counts_[kMaxRecordKind + 1] = {};  // of the block being built
+  std::map<LossKey, uint64_t> segment_losses_;
+  std::vector<std::string> segment_evicted_;
+  EncoderTruncations truncations_at_open_;
+
+  // Losses to report in the next segment (they happened between segments).
+  std::map<LossKey, uint64_t> pending_losses_;
+  std::vector<std::string> pending_evicted_;
+
+  std::deque<SealedSegment> sealed_;  // oldest first
+  uint64_t sealed_bytes_ = 0;
+  WriterStats stats_;
+};
+
+}  // namespace loupe::format
+
+#endif  // LOUPE_DAEMON_FORMAT_SEGMENT_WRITER_H_

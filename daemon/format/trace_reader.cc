@@ -1,0 +1,147 @@
+#include "daemon/format/trace_reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <tuple>
+
+#include "daemon/base/status_util.h"
+
+namespace loupe::format {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsSegmentName(const std::string& name) {
+  return name.ends_with(".loupe") || name.ends_with(".loupe.active");
+}
+
+}  // namespace
+
+struct TraceReader::Chain {
+  std::vector<size_t> files;  // indices into summaries_, in sequence order
+  size_t next_file = 0;
+  std::unique_ptr<SegmentReader> reader;
+  size_t current = 0;  // summary index of `reader`
+  Record record;
+};
+
+absl::StatusOr<std::vector<std::string>> ListSegments(const std::string& directory) {
+  std::error_code error;
+  std::vector<std::string> paths;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
+    std::error_code stat_error;
+    if (entry.is_regular_file(stat_error) && IsSegmentName(entry.path().filename().string())) {
+      paths.push_back(entry.path().string());
+    }
+  }
+  if (error) return absl::NotFoundError(fmt::format("list {}: {}", directory, error.message()));
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+TraceReader::~TraceReader() = default;
+
+absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(
+    const std::vector<std::string>& paths) {
+  std::unique_ptr<TraceReader> trace(new TraceReader());
+  std::vector<std::string> files;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    if (fs::is_directory(path, error)) {
+      absl::StatusOr<std::vector<std::string>> found = ListSegments(path);
+      if (!found.ok()) return found.status();
+      if (found->empty()) {
+        return absl::NotFoundError(fmt::format("{}: no trace segments (*.loupe) in it", path));
+      }
+      files.insert(files.end(), found->begin(), found->end());
+    } else if (fs::exists(path, error)) {
+      files.push_back(path);
+    } else {
+      return absl::NotFoundError(fmt::format("{}: no such file or directory", path));
+    }
+  }
+
+  // Group by session and order each chain by sequence: the header says both.
+  std::map<std::string, std::vector<std::pair<uint64_t, size_t>>> sessions;
+  for (const std::string& file : files) {
+    SegmentSummary summary;
+    summary.path = file;
+    absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(file);
+    if (reader.ok()) {
+      summary.opened = true;
+      summary.header = (*reader)->header();
+      sessions[summary.header.session_id()].emplace_back(summary.header.sequence(),
+                                                         trace->summaries_.size());
+    } else {
+      summary.problems.emplace_back(MessageOf(reader.status()));
+      summary.finished = true;
+    }
+    trace->summaries_.push_back(std::move(summary));
+  }
+  for (auto& [session, members] : sessions) {
+    std::sort(members.begin(), members.end());
+    auto chain = std::make_unique<Chain>();
+    for (const auto& member : members) chain->files.push_back(member.second);
+    if (trace->Advance(*chain)) trace->heap_.push_back(chain.get());
+    trace->chains_.push_back(std::move(chain));
+  }
+  return trace;
+}
+
+// Moves a chain to its next record, through as many files as it takes.
+bool TraceReader::Advance(Chain& chain) {
+  while (true) {
+    if (chain.reader && chain.reader->Next(&chain.record)) return true;
+    if (chain.reader) Finish(chain);
+    if (chain.next_file == chain.files.size()) return false;
+    chain.current = chain.files[chain.next_file++];
+    absl::StatusOr<std::unique_ptr<SegmentReader>> reader =
+        SegmentReader::Open(summaries_[chain.current].path);
+    if (!reader.ok()) {  // it opened a moment ago; it may have been evicted since
+      summaries_[chain.current].problems.emplace_back(MessageOf(reader.status()));
+      summaries_[chain.current].finished = true;
+      continue;
+    }
+    chain.reader = *std::move(reader);
+  }
+}
+
+void TraceReader::Finish(Chain& chain) {
+  SegmentSummary& summary = summaries_[chain.current];
+  summary.has_trailer = chain.reader->has_trailer();
+  summary.trailer = chain.reader->trailer();
+  summary.problems = chain.reader->problems();
+  summary.records_read = chain.reader->records_read();
+  summary.complete = chain.reader->complete();
+  summary.finished = true;
+  chain.reader.reset();
+}
+
+bool TraceReader::Next(Record* record, const SegmentReader** source) {
+  // Later first, so the heap's front is the soonest; ties keep file order.
+  auto later = [](const Chain* a, const Chain* b) {
+    return std::tie(a->record.time_ns, a->current) > std::tie(b->record.time_ns, b->current);
+  };
+  if (to_advance_ != nullptr) {
+    if (Advance(*to_advance_)) {
+      heap_.push_back(to_advance_);
+      std::push_heap(heap_.begin(), heap_.end(), later);
+    }
+    to_advance_ = nullptr;
+  } else {
+    std::make_heap(heap_.begin(), heap_.end(), later);  // first call
+  }
+  if (heap_.empty()) return false;
+  std::pop_heap(heap_.begin(), heap_.end(), later);
+  Chain* chain = heap_.back();
+  heap_.pop_back();
+  *record = chain->record;
+  if (source != nullptr) *source = chain->reader.get();
+  to_advance_ = chain;  // its record's views must outlive this call
+  return true;
+}
+
+}  // namespace loupe::format

@@ -1,0 +1,66 @@
+// Reads records in time order across many segment files: the segments named,
+// and every segment in the directories named. A session's segments follow
+// each other in time, so each session is read as a chain, one file open at a
+// time, and the chains are merged by timestamp. Memory stays bounded by the
+// number of sessions, not the number of files.
+#ifndef LOUPE_DAEMON_FORMAT_TRACE_READER_H_
+#define LOUPE_DAEMON_FORMAT_TRACE_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/format/record.h"
+#include "daemon/format/segment_reader.h"
+#include "loupe/v1/trace.pb.h"
+
+namespace loupe::format {
+
+// What is known about one file once it has been read (or failed to open).
+struct SegmentSummary {
+  std::string path;
+  bool opened = false;
+  v1::SegmentHeader header;
+  bool has_trailer = false;
+  v1::SegmentTrailer trailer;
+  std::vector<std::string> problems;
+  uint64_t records_read = 0;
+  bool complete = false;
+  bool finished = false;
+};
+
+// Segment files directly inside `directory` (sealed, and active ones, which
+// read as incomplete), sorted by name.
+absl::StatusOr<std::vector<std::string>> ListSegments(const std::string& directory);
+
+class TraceReader {
+ public:
+  // Fails only when a path does not exist or a directory holds no segments;
+  // files that are not readable segments are reported in summaries().
+  static absl::StatusOr<std::unique_ptr<TraceReader>> Open(const std::vector<std::string>& paths);
+  ~TraceReader();
+
+  // The next record in time order, and the segment it came from. Views in
+  // the record stay valid until the next call.
+  bool Next(Record* record, const SegmentReader** source = nullptr);
+
+  // One entry per file, in the order found; complete after Next() returned false.
+  const std::vector<SegmentSummary>& summaries() const { return summaries_; }
+
+ private:
+  struct Chain;
+  TraceReader() = default;
+  bool Advance(Chain& chain);
+  void Finish(Chain& chain);
+
+  std::vector<SegmentSummary> summaries_;
+  std::vector<std::unique_ptr<Chain>> chains_;
+  std::vector<Chain*> heap_;  // chains with a current record, soonest first
+  Chain* to_advance_ = nullptr;
+};
+
+}  // namespace loupe::format
+
+#endif  // LOUPE_DAEMON_FORMAT_TRACE_READER_H_

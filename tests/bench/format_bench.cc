@@ -1,0 +1,58 @@
+// Encode + zstd + write throughput of the segment writer, and bytes per event
+// on disk, for the synthetic mix (tests/support/synthetic_trace.h). Runs on
+// one core: the writer is single-threaded.
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "daemon/format/segment_writer.h"
+#include "tests/support/synthetic_trace.h"
+
+namespace loupe {
+namespace {
+
+constexpr size_t kEvents = 2'000'000;
+
+const std::vector<format::Record>& Mix() {
+  static testing::SyntheticTrace* trace = new testing::SyntheticTrace();
+  static std::vector<format::Record>* records = [] {
+    auto* r = new std::vector<format::Record>();
+    r->reserve(kEvents);
+    for (size_t i = 0; i < kEvents; ++i) r->push_back(trace->Next());
+    return r;
+  }();
+  return *records;
+}
+
+void BM_WriteSegments(benchmark::State& state) {
+  const std::vector<format::Record>& records = Mix();
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("loupe-bench-" + std::to_string(getpid()));
+  uint64_t bytes = 0, events = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::filesystem::remove_all(dir);
+    format::WriterOptions options{.directory = dir, .session_id = "bench"};
+    options.zstd_level = static_cast<int>(state.range(0));
+    options.max_total_size = 64ull << 30;
+    auto writer = format::SegmentWriter::Create(options, {});
+    state.ResumeTiming();
+    for (const format::Record& record : records) {
+      if (!(*writer)->Append(record).ok()) state.SkipWithError("append failed");
+    }
+    if (!(*writer)->Close().ok()) state.SkipWithError("close failed");
+    bytes += (*writer)->stats().bytes_written;
+    events += records.size();
+  }
+  std::filesystem::remove_all(dir);
+  state.SetItemsProcessed(static_cast<int64_t>(events));
+  state.counters["bytes_per_event"] = static_cast<double>(bytes) / static_cast<double>(events);
+}
+BENCHMARK(BM_WriteSegments)->Arg(1)->Arg(3)->Arg(6)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace loupe
+
+BENCHMARK_MAIN();

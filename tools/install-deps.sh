@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of Loupe from Debian 12 packages.
+# Idempotent and non-interactive: safe to run on every CI start.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config ccache clang llvm lld
+  libclang-rt-14-dev
+  # BPF
+  libbpf-dev bpftool linux-libc-dev
+  # libraries
+  libelf-dev libdw-dev zlib1g-dev libzstd-dev zstd
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev systemtap-sdt-dev
+  bpftrace linux-perf golang-go openssl procps util-linux
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The tracepoint and uprobe interfaces live in tracefs; some machines boot without it mounted.
+if [ "$(id -u)" = 0 ] && [ ! -e /sys/kernel/tracing/events ]; then
+  mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
+echo "install-deps: all ${#packages[@]} packages present"
