@@ -11,6 +11,16 @@
 #include "daemon/format/wire.h"
 
 namespace loupe::format {
+
+void AddToTally(const Record& record, SegmentTally* tally) {
+  const Loss* loss = std::get_if<Loss>(&record.payload);
+  if (loss != nullptr && loss->reason == LossReason::kSegmentEvicted) {
+    tally->evicted_reported += loss->count;
+  } else {
+    ++tally->records;
+  }
+}
+
 namespace {
 
 constexpr size_t kReadChunk = 1 << 20;
@@ -198,13 +208,13 @@ bool SegmentReader::complete() const {
   return done_ && has_trailer_ && problems_.empty() && trailer_.verdict() == v1::COMPLETE;
 }
 
-uint64_t CountEvents(const std::string& path) {
+SegmentTally TallySegment(const std::string& path) {
+  SegmentTally tally;
   absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(path);
-  if (!reader.ok()) return 0;
+  if (!reader.ok()) return tally;
   Record record;
-  while ((*reader)->Next(&record)) {
-  }
-  return (*reader)->has_trailer() ? (*reader)->trailer().event_count() : (*reader)->records_read();
+  while ((*reader)->Next(&record)) AddToTally(record, &tally);
+  return tally;
 }
 
 }  // namespace loupe::format

@@ -42,6 +42,8 @@ class SegmentReader {
   // Sealed with a complete verdict and read without problems.
   bool complete() const;
   uint64_t records_read() const { return records_read_; }
+  // File offset just past the frame that the last record came from.
+  uint64_t frame_end_offset() const { return file_offset_; }
   uint64_t unknown_records_skipped() const { return decoder_.skipped_unknown(); }
 
  private:
@@ -77,8 +79,15 @@ class SegmentReader {
   uint64_t records_read_ = 0;
 };
 
-// Events in a segment: its trailer's count, or what could be read of it.
-uint64_t CountEvents(const std::string& path);
+// What evicting a segment loses: its records, and the evictions it was the
+// one to report (they are carried to the next report, or would vanish).
+struct SegmentTally {
+  uint64_t records = 0;          // every record but eviction reports
+  uint64_t evicted_reported = 0;  // events it reports as evicted before it
+};
+void AddToTally(const Record& record, SegmentTally* tally);
+// Reads a whole segment to tally it; a damaged one tallies what was readable.
+SegmentTally TallySegment(const std::string& path);
 
 }  // namespace loupe::format
 

@@ -27,6 +27,9 @@ constexpr std::string_view kActiveSuffix = ".loupe.active";
 constexpr uint64_t kTrailerReserve = 16 << 10;
 // Below this much room a file is sealed rather than given a tiny block.
 constexpr uint64_t kMinBlockRoom = 4 << 10;
+// A trailer names at most this many evicted segments (the most recent);
+// their counts are complete regardless.
+constexpr size_t kMaxEvictedNames = 64;
 
 uint64_t ReadClock(clockid_t clock) {
   timespec ts;
@@ -170,7 +173,7 @@ absl::Status SegmentWriter::ScanExisting() {
   });
   for (Found& f : found) {
     sealed_bytes_ += f.size;
-    sealed_.push_back({std::move(f.path), f.size, /*events=*/UINT64_MAX});
+    sealed_.push_back({std::move(f.path), f.size, {}, /*tallied=*/false});
   }
   EnforceBudget(options_.max_file_size);
   return absl::OkStatus();
@@ -217,6 +220,7 @@ absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
   segment_start_ns_ = first_time_ns;
   block_start_ns_ = first_time_ns;
   segment_events_ = 0;
+  segment_tally_ = {};
   first_time_ns_ = UINT64_MAX;
   last_time_ns_ = 0;
   block_count_ = 0;
@@ -254,6 +258,7 @@ void SegmentWriter::AppendPreamble(const Record& record) {
 void SegmentWriter::Account(const Record& record, bool preamble) {
   ++block_kind_counts_[static_cast<int>(record.kind())];
   if (!preamble) ++segment_events_;
+  AddToTally(record, &segment_tally_);
   first_time_ns_ = std::min(first_time_ns_, record.time_ns);
   last_time_ns_ = std::max(last_time_ns_, record.time_ns);
   if (const Loss* loss = std::get_if<Loss>(&record.payload)) {
@@ -401,7 +406,7 @@ absl::Status SegmentWriter::Seal(bool final) {
     status.Update(ErrnoStatus("rename", active));
   } else {
     status.Update(SyncDirectory(options_.directory));
-    sealed_.push_back({sealed, file_size_, segment_events_});
+    sealed_.push_back({sealed, file_size_, segment_tally_, /*tallied=*/true});
     sealed_bytes_ += file_size_;
   }
   ++stats_.segments_sealed;
@@ -417,14 +422,17 @@ void SegmentWriter::EnforceBudget(uint64_t headroom) {
     SealedSegment oldest = std::move(sealed_.front());
     sealed_.pop_front();
     sealed_bytes_ -= oldest.size;
-    if (oldest.events == UINT64_MAX) {  // written by an earlier run: ask its trailer
-      oldest.events = CountEvents(oldest.path);
-    }
+    // Written by an earlier run: read it to know what evicting it loses.
+    if (!oldest.tallied) oldest.tally = TallySegment(oldest.path);
     if (::unlink(oldest.path.c_str()) != 0 && errno != ENOENT) continue;
-    pending_losses_[{LossSource::kWriter, LossReason::kSegmentEvicted}] += oldest.events;
+    pending_losses_[{LossSource::kWriter, LossReason::kSegmentEvicted}] +=
+        oldest.tally.records + oldest.tally.evicted_reported;
     pending_evicted_.push_back(fs::path(oldest.path).filename().string());
+    if (pending_evicted_.size() > kMaxEvictedNames) {
+      pending_evicted_.erase(pending_evicted_.begin());
+    }
     ++stats_.segments_evicted;
-    stats_.events_lost += oldest.events;
+    stats_.events_lost += oldest.tally.records;
   }
 }
 

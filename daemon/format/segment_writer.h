@@ -24,6 +24,7 @@
 #include "daemon/format/block_encoder.h"
 #include "daemon/format/frame_codec.h"
 #include "daemon/format/record.h"
+#include "daemon/format/segment_reader.h"
 #include "loupe/v1/trace.pb.h"
 
 namespace loupe::format {
@@ -87,7 +88,8 @@ class SegmentWriter {
   struct SealedSegment {
     std::string path;
     uint64_t size = 0;
-    uint64_t events = 0;
+    SegmentTally tally;  // unknown (nullopt) for files of an earlier run
+    bool tallied = false;
   };
   struct LossKey {
     LossSource source;
@@ -124,7 +126,8 @@ class SegmentWriter {
   uint64_t segment_start_ns_ = 0;
   uint64_t block_start_ns_ = 0;
   bool in_preamble_ = false;
-  uint64_t segment_events_ = 0;
+  uint64_t segment_events_ = 0;  // appended, not preamble: a segment without any is not sealed
+  SegmentTally segment_tally_;
   uint64_t first_time_ns_ = 0;
   uint64_t last_time_ns_ = 0;
   uint32_t block_count_ = 0;
@@ -137,7 +140,7 @@ class SegmentWriter {
 
   // Losses to report in the next segment (they happened between segments).
   std::map<LossKey, uint64_t> pending_losses_;
-  std::vector<std::string> pending_evicted_;
+  std::vector<std::string> pending_evicted_;  // the most recent kMaxEvictedNames
 
   std::deque<SealedSegment> sealed_;  // oldest first
   uint64_t sealed_bytes_ = 0;
