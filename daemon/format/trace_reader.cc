@@ -42,11 +42,7 @@ absl::StatusOr<std::vector<std::string>> ListSegments(const std::string& directo
   return paths;
 }
 
-TraceReader::~TraceReader() = default;
-
-absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(
-    const std::vector<std::string>& paths) {
-  std::unique_ptr<TraceReader> trace(new TraceReader());
+absl::StatusOr<std::vector<std::string>> ExpandSegmentPaths(const std::vector<std::string>& paths) {
   std::vector<std::string> files;
   for (const std::string& path : paths) {
     std::error_code error;
@@ -63,10 +59,20 @@ absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(
       return absl::NotFoundError(fmt::format("{}: no such file or directory", path));
     }
   }
+  return files;
+}
+
+TraceReader::~TraceReader() = default;
+
+absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(
+    const std::vector<std::string>& paths) {
+  absl::StatusOr<std::vector<std::string>> files = ExpandSegmentPaths(paths);
+  if (!files.ok()) return files.status();
+  std::unique_ptr<TraceReader> trace(new TraceReader());
 
   // Group by session and order each chain by sequence: the header says both.
   std::map<std::string, std::vector<std::pair<uint64_t, size_t>>> sessions;
-  for (const std::string& file : files) {
+  for (const std::string& file : *files) {
     SegmentSummary summary;
     summary.path = file;
     absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(file);

@@ -35,6 +35,11 @@ struct SegmentSummary {
 // read as incomplete), sorted by name.
 absl::StatusOr<std::vector<std::string>> ListSegments(const std::string& directory);
 
+// The segment files named by `paths`: files as they are, directories by
+// their segments. Fails for a path that does not exist or a directory with
+// no segments.
+absl::StatusOr<std::vector<std::string>> ExpandSegmentPaths(const std::vector<std::string>& paths);
+
 class TraceReader {
  public:
   // Fails only when a path does not exist or a directory holds no segments;

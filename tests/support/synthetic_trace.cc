@@ -78,7 +78,7 @@ format::Record SyntheticTrace::Next() {
   --burst_left_;
   const uint32_t cpu = burst_cpu_;
   const uint32_t current = running_[cpu];
-  format::Record record{.time_ns = now_ns_, .tid = Tid(current), .cpu = cpu};
+  format::Record record{.time_ns = now_ns_, .tid = Tid(current), .cpu = cpu, .payload = {}};
   const uint32_t roll = rng_() % 100;
 
   if (roll < 30) {  // switch to the longest-waiting woken thread, as a scheduler would

@@ -1,0 +1,106 @@
+// The BPF pipeline end to end on a real thread: the sched program built by
+// the CMake function loads, attaches to the scheduler tracepoint, filters by
+// target, and delivers exactly one record per context switch of the
+// target thread, as the kernel's own per-thread counters count them.
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "daemon/bpf/ring_buffer.h"
+#include "daemon/bpf/skeleton.h"
+#include "sched.skel.h"
+#include "shared/records.h"
+#include "tests/support/privileged.h"
+
+namespace loupe::bpf {
+namespace {
+
+using SchedSkeleton = Skeleton<loupe_sched, loupe_sched__open, loupe_sched__load,
+                               loupe_sched__attach, loupe_sched__destroy>;
+
+// voluntary + involuntary context switches of one thread of this process.
+uint64_t ContextSwitches(pid_t tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  uint64_t total = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("voluntary_ctxt_switches:") ||
+        line.starts_with("nonvoluntary_ctxt_switches:")) {
+      total += std::stoull(line.substr(line.find(':') + 1));
+    }
+  }
+  return total;
+}
+
+char ThreadState(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  const size_t paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
+}
+
+TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  auto skel = SchedSkeleton::Open("sched");
+  ASSERT_TRUE(skel.ok()) << skel.status();
+  ASSERT_TRUE(skel->Load().ok());
+  const uint32_t tgid = static_cast<uint32_t>(getpid());
+  const uint8_t yes = 1;
+  ASSERT_EQ(bpf_map__update_elem((*skel)->maps.target_tgids, &tgid, sizeof tgid, &yes, sizeof yes,
+                                 BPF_ANY),
+            0);
+  ASSERT_TRUE(skel->Attach().ok());
+
+  std::atomic<pid_t> worker_tid = 0;
+  int release[2], done[2];
+  ASSERT_EQ(pipe(release), 0);
+  ASSERT_EQ(pipe(done), 0);
+  std::thread worker([&] {
+    worker_tid = static_cast<pid_t>(syscall(SYS_gettid));
+    for (int i = 0; i < 50; ++i) usleep(200);
+    char c = 'd';
+    ASSERT_EQ(write(done[1], &c, 1), 1);
+    ASSERT_EQ(read(release[0], &c, 1), 1);  // parked: its counters hold still
+  });
+  char c;
+  ASSERT_EQ(read(done[0], &c, 1), 1);
+  const pid_t tid = worker_tid;
+  while (ThreadState(tid) != 'S') usleep(1000);
+  const uint64_t expected = ContextSwitches(tid);
+
+  uint64_t switched_out = 0, other_process = 0;
+  auto ring = RingBuffer::Create(bpf_map__fd((*skel)->maps.events),
+                                 [&](std::span<const uint8_t> bytes) {
+                                   ASSERT_EQ(bytes.size(), sizeof(loupe_sched_switch));
+                                   loupe_sched_switch rec;
+                                   std::memcpy(&rec, bytes.data(), sizeof rec);
+                                   ASSERT_EQ(rec.hdr.type, LOUPE_REC_SCHED_SWITCH);
+                                   if (rec.prev_tgid != tgid && rec.next_tgid != tgid) {
+                                     ++other_process;
+                                   }
+                                   if (rec.prev_tid == static_cast<uint32_t>(tid)) ++switched_out;
+                                 });
+  ASSERT_TRUE(ring.ok());
+  ASSERT_TRUE((*ring)->Drain().ok());
+
+  ASSERT_EQ(write(release[1], &c, 1), 1);
+  worker.join();
+  EXPECT_GE(expected, 50u);
+  EXPECT_EQ(switched_out, expected);
+  EXPECT_EQ(other_process, 0u) << "the target filter let other processes through";
+
+  uint64_t ring_full = 0;
+  const uint32_t key = LOUPE_CNT_RING_FULL_SCHED;
+  std::vector<uint64_t> per_cpu(libbpf_num_possible_cpus());
+  ASSERT_EQ(bpf_map__lookup_elem((*skel)->maps.counters, &key, sizeof key, per_cpu.data(),
+                                 per_cpu.size() * sizeof(uint64_t), 0),
+            0);
+  for (uint64_t v : per_cpu) ring_full += v;
+  EXPECT_EQ(ring_full, 0u);
+}
+
+}  // namespace
+}  // namespace loupe::bpf

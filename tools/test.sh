@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds, runs every ctest test
+# (privileged ones too, so run it as root), then the sanitizer build of the
+# readers with a bounded fuzzing run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./tools/install-deps.sh
+./tools/build.sh
+(cd build && ctest -j2 --output-on-failure --timeout 600)
+
+# Readers of untrusted input under AddressSanitizer + UBSan, and libFuzzer.
+if [ ! -f build-asan/CMakeCache.txt ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DLOUPE_SANITIZE=address,undefined -DLOUPE_FUZZ=ON -DLOUPE_BUILD_BENCH=OFF \
+    -DLOUPE_FUZZ_SECONDS="${LOUPE_FUZZ_SECONDS:-60}"
+fi
+cmake --build build-asan -j2 --target format_tests segment_reader_fuzz block_decoder_fuzz fuzz_make_seeds
+(cd build-asan && ctest -j2 --output-on-failure --timeout 600 -L 'unit|fuzz' -E '_replay$')

@@ -1,0 +1,24 @@
+// tracectl: drives Loupe and reads its traces. One file per subcommand.
+#include <CLI/CLI.hpp>
+
+#include "tools/tracectl/demo.h"
+#include "tools/tracectl/exit_codes.h"
+#include "tools/tracectl/verify.h"
+
+int main(int argc, char** argv) {
+  using namespace loupe::tracectl;
+  CLI::App app{"tracectl: trace native Linux services with Loupe, and read the traces"};
+  app.require_subcommand(1);
+  VerifyOptions verify;
+  AddVerifyCommand(app, verify);
+  DemoOptions demo;
+  AddDemoCommand(app, demo);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error) == 0 ? kExitOk : kExitError;
+  }
+  if (app.got_subcommand("verify")) return RunVerify(verify);
+  if (app.got_subcommand("demo")) return RunDemo(demo);
+  return kExitError;
+}

@@ -1,0 +1,190 @@
+#include "tools/tracectl/verify.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <map>
+
+#include "daemon/base/status_util.h"
+#include "daemon/format/record_json.h"
+#include "daemon/format/segment_reader.h"
+#include "daemon/format/trace_reader.h"
+#include "tools/tracectl/exit_codes.h"
+
+namespace loupe::tracectl {
+namespace {
+
+using format::RecordKind;
+
+struct SegmentReport {
+  std::string path;
+  std::string open_error;
+  bool complete = false;
+  std::vector<std::string> reasons;  // trailer verdict reasons, then reading problems
+  uint64_t events = 0;
+  std::map<std::string, uint64_t> kinds;
+  std::map<std::string, uint64_t> losses;  // "source/reason"
+  uint64_t first_ns = UINT64_MAX, last_ns = 0;
+  std::map<uint32_t, std::string> targets;  // pid -> name
+  std::string session, host;
+  uint64_t sequence = 0;
+  int64_t realtime_offset_ns = 0;  // realtime - monotonic at the segment's start
+};
+
+SegmentReport VerifySegment(const std::string& path) {
+  SegmentReport report;
+  report.path = path;
+  auto reader = format::SegmentReader::Open(path);
+  if (!reader.ok()) {
+    report.open_error = std::string(MessageOf(reader.status()));
+    report.reasons.push_back(report.open_error);
+    return report;
+  }
+  const v1::SegmentHeader& header = (*reader)->header();
+  report.session = header.session_id();
+  report.host = header.host();
+  report.sequence = header.sequence();
+  report.realtime_offset_ns = static_cast<int64_t>(header.clock().realtime_ns() -
+                                                   header.clock().monotonic_ns());
+  format::Record record;
+  while ((*reader)->Next(&record)) {
+    ++report.events;
+    ++report.kinds[std::string(format::KindName(record.kind()))];
+    report.first_ns = std::min(report.first_ns, record.time_ns);
+    report.last_ns = std::max(report.last_ns, record.time_ns);
+    if (const auto* loss = std::get_if<format::Loss>(&record.payload)) {
+      report.losses[fmt::format("{}/{}", format::LossSourceName(loss->source),
+                                format::LossReasonName(loss->reason))] += loss->count;
+    } else if (const auto* process = std::get_if<format::ProcessInfo>(&record.payload)) {
+      report.targets[record.tid] = std::string(process->name);
+    }
+  }
+  const format::SegmentReader& r = **reader;
+  for (const std::string& reason : r.trailer().reasons()) report.reasons.push_back(reason);
+  for (const std::string& problem : r.problems()) report.reasons.push_back(problem);
+  if (r.has_trailer() && r.trailer().event_count() != report.events) {
+    report.reasons.push_back(fmt::format("trailer counts {} events but {} were read",
+                                         r.trailer().event_count(), report.events));
+  }
+  report.complete = r.complete() && report.reasons.empty();
+  return report;
+}
+
+std::string Clock(const SegmentReport& s, uint64_t monotonic_ns) {
+  const int64_t realtime = static_cast<int64_t>(monotonic_ns) + s.realtime_offset_ns;
+  const time_t seconds = realtime / 1'000'000'000;
+  tm utc;
+  gmtime_r(&seconds, &utc);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", utc.tm_year + 1900,
+                     utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                     (realtime % 1'000'000'000) / 1000);
+}
+
+void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
+  uint64_t events = 0, lost = 0;
+  for (const SegmentReport& s : segments) {
+    events += s.events;
+    fmt::print("{}  {}\n", s.complete ? "complete  " : "INCOMPLETE", s.path);
+    if (!s.open_error.empty()) {
+      fmt::print("    unreadable: {}\n", s.open_error);
+      continue;
+    }
+    fmt::print("    session {} #{}  host {}  {} events", s.session, s.sequence,
+               s.host.empty() ? "-" : s.host, s.events);
+    if (s.events > 0) {
+      fmt::print("  {} .. {} ({:.3f} s)", Clock(s, s.first_ns), Clock(s, s.last_ns),
+                 static_cast<double>(s.last_ns - s.first_ns) / 1e9);
+    }
+    fmt::print("\n");
+    std::string kinds;
+    for (const auto& [kind, count] : s.kinds) kinds += fmt::format(" {}={}", kind, count);
+    fmt::print("    kinds:{}\n", kinds);
+    if (!s.targets.empty()) {
+      std::string targets;
+      for (const auto& [pid, name] : s.targets) targets += fmt::format(" {}({})", pid, name);
+      fmt::print("    processes:{}\n", targets);
+    }
+    for (const auto& [what, count] : s.losses) {
+      fmt::print("    lost {} ({})\n", count, what);
+      lost += count;
+    }
+    for (const std::string& reason : s.reasons) fmt::print("    reason: {}\n", reason);
+  }
+  fmt::print("{}: {} segment(s), {} events, {} lost\n", complete ? "COMPLETE" : "INCOMPLETE",
+             segments.size(), events, lost);
+}
+
+void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
+  std::string out = fmt::format("{{\"verdict\":\"{}\",\"segments\":[",
+                                complete ? "complete" : "incomplete");
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const SegmentReport& s = segments[i];
+    out += i ? ",{" : "{";
+    out += "\"path\":";
+    format::AppendJsonString(s.path, &out);
+    out += fmt::format(",\"verdict\":\"{}\",\"events\":{}", s.complete ? "complete" : "incomplete",
+                       s.events);
+    out += ",\"session\":";
+    format::AppendJsonString(s.session, &out);
+    out += fmt::format(",\"sequence\":{}", s.sequence);
+    if (s.events > 0) {
+      out += fmt::format(",\"first_time_ns\":{},\"last_time_ns\":{}", s.first_ns, s.last_ns);
+    }
+    out += ",\"kinds\":{";
+    bool first = true;
+    for (const auto& [kind, count] : s.kinds) {
+      out += fmt::format("{}\"{}\":{}", first ? "" : ",", kind, count);
+      first = false;
+    }
+    out += "},\"losses\":{";
+    first = true;
+    for (const auto& [what, count] : s.losses) {
+      out += fmt::format("{}\"{}\":{}", first ? "" : ",", what, count);
+      first = false;
+    }
+    out += "},\"targets\":[";
+    first = true;
+    for (const auto& [pid, name] : s.targets) {
+      out += fmt::format("{}{{\"pid\":{},\"name\":", first ? "" : ",", pid);
+      format::AppendJsonString(name, &out);
+      out += "}";
+      first = false;
+    }
+    out += "],\"reasons\":[";
+    for (size_t r = 0; r < s.reasons.size(); ++r) {
+      if (r) out += ",";
+      format::AppendJsonString(s.reasons[r], &out);
+    }
+    out += "]}";
+  }
+  out += "]}\n";
+  std::fputs(out.c_str(), stdout);
+}
+
+}  // namespace
+
+void AddVerifyCommand(CLI::App& app, VerifyOptions& options) {
+  CLI::App* verify = app.add_subcommand("verify", "State whether a trace is complete and why not");
+  verify->add_option("paths", options.paths, "Segment files or directories of them")
+      ->required();
+  verify->add_flag("--json", options.json, "Machine-readable output");
+}
+
+int RunVerify(const VerifyOptions& options) {
+  absl::StatusOr<std::vector<std::string>> files = format::ExpandSegmentPaths(options.paths);
+  if (!files.ok()) return Fail(files.status());
+  std::vector<SegmentReport> segments;
+  bool complete = true;
+  for (const std::string& file : *files) {
+    segments.push_back(VerifySegment(file));
+    complete = complete && segments.back().complete;
+  }
+  if (options.json) {
+    PrintJson(segments, complete);
+  } else {
+    PrintText(segments, complete);
+  }
+  return complete ? kExitOk : kExitIncomplete;
+}
+
+}  // namespace loupe::tracectl
