@@ -62,7 +62,13 @@ SegmentReport VerifySegment(const std::string& path) {
   const format::SegmentReader& r = **reader;
   for (const std::string& reason : r.trailer().reasons()) report.reasons.push_back(reason);
   for (const std::string& problem : r.problems()) report.reasons.push_back(problem);
-  if (r.has_trailer() && r.trailer().event_count() != report.events) {
+  if (r.unknown_records_skipped() > 0) {
+    report.reasons.push_back(fmt::format(
+        "{} records of kinds this tracectl does not know were skipped (written by a newer Loupe)",
+        r.unknown_records_skipped()));
+  }
+  if (r.has_trailer() &&
+      r.trailer().event_count() != report.events + r.unknown_records_skipped()) {
     report.reasons.push_back(fmt::format("trailer counts {} events but {} were read",
                                          r.trailer().event_count(), report.events));
   }

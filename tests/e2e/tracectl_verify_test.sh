@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# tracectl demo + verify end to end: a whole trace verifies (exit 0), a cut
+# or foreign file makes it incomplete (exit 1) with the reason, bad paths are
+# errors (exit 2), and --json says the same for scripts.
+set -euo pipefail
+tracectl=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$tracectl" demo --output "$work/t" --events 300000 --max-file-size 1048576 > "$work/demo.out"
+grep -q "wrote 300000 events" "$work/demo.out" || fail "demo output: $(cat "$work/demo.out")"
+segments=$(ls "$work/t" | wc -l)
+[ "$segments" -ge 2 ] || fail "expected rotation into several segments, got $segments"
+
+"$tracectl" verify "$work/t" > "$work/ok.out" || fail "verify of a whole trace exited $?"
+grep -q "^COMPLETE: $segments segment(s), 300[0-9]* events, 0 lost" "$work/ok.out" \
+  || fail "verify summary: $(tail -1 "$work/ok.out")"
+"$tracectl" verify --json "$work/t" | grep -q '^{"verdict":"complete"' || fail "json verdict"
+
+# Cut the last segment in half: readable up to the cut, flagged, exit 1.
+last=$(ls "$work/t"/*.loupe | tail -1)
+truncate -s $(( $(stat -c %s "$last") / 2 )) "$last"
+set +e
+"$tracectl" verify "$work/t" > "$work/cut.out"; code=$?
+set -e
+[ "$code" = 1 ] || fail "verify of a cut trace exited $code, want 1"
+grep -q "^INCOMPLETE" "$work/cut.out" || fail "cut trace not flagged"
+grep -q "truncated\|no trailer" "$work/cut.out" || fail "no reason given: $(cat "$work/cut.out")"
+
+# Not a trace at all.
+echo "hello" > "$work/t/notes.loupe"
+set +e
+"$tracectl" verify "$work/t/notes.loupe" > "$work/foreign.out"; code=$?
+"$tracectl" verify "$work/missing" 2> "$work/missing.err"; missing_code=$?
+set -e
+[ "$code" = 1 ] || fail "verify of a foreign file exited $code, want 1"
+grep -q "not a Loupe trace segment" "$work/foreign.out" || fail "foreign file reason"
+[ "$missing_code" = 2 ] || fail "verify of a missing path exited $missing_code, want 2"
+grep -q "no such file or directory" "$work/missing.err" || fail "missing path message"
+echo "tracectl verify: all checks passed"
