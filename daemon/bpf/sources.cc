@@ -1,0 +1,199 @@
+#include "daemon/bpf/sources.h"
+
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "daemon/bpf/skeleton.h"
+#include "profile.skel.h"
+#include "sched.skel.h"
+
+namespace loupe::bpf {
+namespace {
+
+using SchedSkeleton = Skeleton<loupe_sched, loupe_sched__open, loupe_sched__load,
+                               loupe_sched__attach, loupe_sched__destroy>;
+using ProfileSkeleton = Skeleton<loupe_profile, loupe_profile__open, loupe_profile__load,
+                                 loupe_profile__attach, loupe_profile__destroy>;
+
+struct LinkFree {
+  void operator()(bpf_link* link) const { bpf_link__destroy(link); }
+};
+
+bool IsSchedOnly(std::string_view program) {
+  return program.starts_with("handle_sched_switch") || program.starts_with("handle_sched_wakeup");
+}
+
+}  // namespace
+
+struct Sources::Objects {
+  std::optional<SchedSkeleton> sched;
+  std::optional<ProfileSkeleton> profile;
+  std::vector<std::unique_ptr<bpf_link, LinkFree>> sample_links;
+};
+
+absl::Status ValidateSourceOptions(const SourceOptions& o) {
+  if (o.sample_hz < 1 || o.sample_hz > 10'000) {
+    return absl::InvalidArgumentError(
+        fmt::format("sample_hz = {} is out of range: 1 .. 10000", o.sample_hz));
+  }
+  const long page = sysconf(_SC_PAGESIZE);
+  if (o.ring_bytes < static_cast<uint32_t>(page) || (o.ring_bytes & (o.ring_bytes - 1)) != 0 ||
+      o.ring_bytes > (1u << 30)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "ring_buffer_size = {} must be a power of two from {} (one page) to 1 GiB", o.ring_bytes,
+        page));
+  }
+  return absl::OkStatus();
+}
+
+Sources::Sources() : objects_(std::make_unique<Objects>()) {}
+
+Sources::~Sources() {
+  ring_.reset();  // before the maps it reads
+  Detach();
+}
+
+absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints) {
+  objects_->sched.reset();
+  absl::StatusOr<SchedSkeleton> sched = SchedSkeleton::Open("sched");
+  if (!sched.ok()) return sched.status();
+  (*sched)->rodata->cfg_follow_children = options.follow_children;
+  bpf_map__set_max_entries((*sched)->maps.events, options.ring_bytes);
+  bpf_program* program;
+  bpf_object__for_each_program(program, (*sched)->obj) {
+    const std::string_view name = bpf_program__name(program);
+    const bool raw = name.ends_with("_raw");
+    bpf_program__set_autoload(program,
+                              raw != btf_tracepoints && (options.sched || !IsSchedOnly(name)));
+  }
+  if (absl::Status status = sched->Load(); !status.ok()) return status;
+  objects_->sched = *std::move(sched);
+  return absl::OkStatus();
+}
+
+absl::Status Sources::OpenSampling(const SourceOptions& options) {
+  absl::StatusOr<ProfileSkeleton> profile = ProfileSkeleton::Open("profile");
+  if (!profile.ok()) return profile.status();
+  loupe_sched* sched = objects_->sched->get();
+  // One ring, one target map, one set of counters for the whole session.
+  for (auto [mine, shared] : {std::pair{(*profile)->maps.events, sched->maps.events},
+                              std::pair{(*profile)->maps.target_tgids, sched->maps.target_tgids},
+                              std::pair{(*profile)->maps.counters, sched->maps.counters}}) {
+    if (int error = bpf_map__reuse_fd(mine, bpf_map__fd(shared)); error != 0) {
+      return absl::InternalError(fmt::format("share map {}: {}", bpf_map__name(mine),
+                                             std::strerror(-error)));
+    }
+  }
+  if (absl::Status status = profile->Load(); !status.ok()) return status;
+
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  if (options.sample_event == SampleEvent::kCpuClock) {
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.sample_period = 1'000'000'000 / options.sample_hz;  // cpu-clock counts nanoseconds
+  } else {
+    attr.type = PERF_TYPE_HARDWARE;
+    attr.config = PERF_COUNT_HW_CPU_CYCLES;
+    attr.freq = 1;
+    attr.sample_freq = options.sample_hz;
+  }
+  const int cpus = libbpf_num_possible_cpus();
+  for (int cpu = 0; cpu < cpus; ++cpu) {
+    ScopedFd fd(static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1,
+                                         PERF_FLAG_FD_CLOEXEC)));
+    if (!fd.valid()) {
+      if (errno == ENODEV) continue;  // an offline cpu
+      const int error = errno;
+      if (options.sample_event == SampleEvent::kCycles && (error == ENOENT || error == EOPNOTSUPP)) {
+        return absl::FailedPreconditionError(
+            "sample event 'cycles' needs a hardware PMU, which this machine does not have; "
+            "use cpu-clock");
+      }
+      return absl::Status(error == EACCES || error == EPERM ? absl::StatusCode::kPermissionDenied
+                                                             : absl::StatusCode::kInternal,
+                          fmt::format("perf_event_open cpu {}: {} (needs CAP_PERFMON)", cpu,
+                                      std::strerror(error)));
+    }
+    bpf_link* link =
+        bpf_program__attach_perf_event((*profile)->progs.handle_cpu_sample, fd.get());
+    if (link == nullptr) {
+      return absl::InternalError(fmt::format("attach sampler to cpu {}: {}", cpu,
+                                             std::strerror(errno)));
+    }
+    objects_->sample_links.emplace_back(link);
+    perf_events_.push_back(std::move(fd));
+  }
+  objects_->profile = *std::move(profile);
+  features_["sample_event"] = options.sample_event == SampleEvent::kCpuClock
+                                  ? fmt::format("cpu-clock period {} ns", attr.sample_period)
+                                  : fmt::format("cycles at {} Hz", options.sample_hz);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& options,
+                                                        const std::vector<uint32_t>& tgids,
+                                                        RingBuffer::Handler handler) {
+  if (absl::Status status = ValidateSourceOptions(options); !status.ok()) return status;
+  std::unique_ptr<Sources> sources(new Sources());
+  // Feature probe: BTF-typed tracepoints where the kernel has them.
+  absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true);
+  sources->features_["sched_tracepoints"] = "tp_btf";
+  if (!loaded.ok() && loaded.code() != absl::StatusCode::kPermissionDenied) {
+    loaded = sources->Load(options, /*btf_tracepoints=*/false);
+    sources->features_["sched_tracepoints"] = "raw_tp (tp_btf unavailable)";
+  }
+  if (!loaded.ok()) return loaded;
+
+  const uint8_t yes = 1;
+  for (uint32_t tgid : tgids) {
+    if (bpf_map__update_elem(sources->objects_->sched->get()->maps.target_tgids, &tgid,
+                             sizeof tgid, &yes, sizeof yes, BPF_ANY) != 0) {
+      return absl::ResourceExhaustedError(fmt::format("add target {}: {}", tgid,
+                                                      std::strerror(errno)));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<RingBuffer>> ring =
+      RingBuffer::Create(bpf_map__fd(sources->objects_->sched->get()->maps.events),
+                         std::move(handler));
+  if (!ring.ok()) return ring.status();
+  sources->ring_ = *std::move(ring);
+
+  if (absl::Status status = sources->objects_->sched->Attach(); !status.ok()) return status;
+  if (options.cpu) {
+    if (absl::Status status = sources->OpenSampling(options); !status.ok()) return status;
+  }
+  sources->features_["follow_children"] = options.follow_children ? "in BPF on fork" : "off";
+  return sources;
+}
+
+BpfCounters Sources::ReadCounters() const {
+  BpfCounters totals{};
+  if (!objects_->sched) return totals;
+  std::vector<uint64_t> per_cpu(libbpf_num_possible_cpus());
+  for (uint32_t key = 0; key < LOUPE_CNT_MAX; ++key) {
+    if (bpf_map__lookup_elem(objects_->sched->get()->maps.counters, &key, sizeof key,
+                             per_cpu.data(), per_cpu.size() * sizeof(uint64_t), 0) == 0) {
+      for (uint64_t v : per_cpu) totals[key] += v;
+    }
+  }
+  return totals;
+}
+
+void Sources::Detach() {
+  objects_->sample_links.clear();
+  perf_events_.clear();
+  if (objects_->sched) {
+    // Detaching the programs while keeping the maps: the ring can still be drained.
+    loupe_sched__detach(objects_->sched->get());
+  }
+}
+
+}  // namespace loupe::bpf

@@ -1,0 +1,67 @@
+// The kernel side of one session: the sched and profile BPF objects loaded
+// with their maps shared (one ring buffer, one target map, one set of loss
+// counters per session, so sessions never see each other's events), the
+// perf events that drive sampling, and the ring buffer they drain into.
+#ifndef LOUPE_DAEMON_BPF_SOURCES_H_
+#define LOUPE_DAEMON_BPF_SOURCES_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/base/scoped_fd.h"
+#include "daemon/bpf/ring_buffer.h"
+#include "shared/records.h"
+
+namespace loupe::bpf {
+
+enum class SampleEvent { kCpuClock, kCycles };
+
+struct SourceOptions {
+  bool sched = true;  // switches and wakeups (process lifecycle is always on)
+  bool cpu = true;    // CPU sampling
+  uint32_t sample_hz = 99;
+  SampleEvent sample_event = SampleEvent::kCpuClock;
+  bool follow_children = false;
+  uint32_t ring_bytes = 4 << 20;  // a power of two, at least one page
+};
+
+absl::Status ValidateSourceOptions(const SourceOptions& options);
+
+// Cumulative counts from the BPF programs' per-CPU counters.
+using BpfCounters = std::array<uint64_t, LOUPE_CNT_MAX>;
+
+class Sources {
+ public:
+  // Loads, adds `tgids` as targets, then attaches: no event of a target is
+  // missed between attach and the target map being filled.
+  static absl::StatusOr<std::unique_ptr<Sources>> Start(const SourceOptions& options,
+                                                        const std::vector<uint32_t>& tgids,
+                                                        RingBuffer::Handler handler);
+  ~Sources();
+
+  absl::StatusOr<size_t> Drain() { return ring_->Drain(); }
+  BpfCounters ReadCounters() const;
+  // Which kernel paths were taken ("sched_tracepoints" -> "tp_btf", ...).
+  const std::map<std::string, std::string>& features() const { return features_; }
+  // Stops new events; what is in the ring can still be drained.
+  void Detach();
+
+ private:
+  struct Objects;
+  Sources();
+  absl::Status Load(const SourceOptions& options, bool btf_tracepoints);
+  absl::Status OpenSampling(const SourceOptions& options);
+
+  std::unique_ptr<Objects> objects_;
+  std::vector<ScopedFd> perf_events_;
+  std::unique_ptr<RingBuffer> ring_;
+  std::map<std::string, std::string> features_;
+};
+
+}  // namespace loupe::bpf
+
+#endif  // LOUPE_DAEMON_BPF_SOURCES_H_

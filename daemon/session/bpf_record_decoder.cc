@@ -1,0 +1,110 @@
+#include "daemon/session/bpf_record_decoder.h"
+
+#include <cstring>
+
+#include "shared/records.h"
+
+namespace loupe::session {
+namespace {
+
+template <typename T>
+bool Load(std::span<const uint8_t> bytes, size_t fixed_part, T* out) {
+  if (bytes.size() < fixed_part || bytes.size() > sizeof(T)) return false;
+  std::memset(out, 0, sizeof(T));
+  std::memcpy(out, bytes.data(), bytes.size());
+  return true;
+}
+
+std::string CString(const char* text, size_t max) { return std::string(text, strnlen(text, max)); }
+
+// Stacks follow the fixed part: user frames, then kernel frames.
+bool TakeStacks(const __u64* frames, uint16_t user, uint16_t kernel, size_t available,
+                OwnedEvent* event) {
+  if (size_t{user} + kernel > available) return false;
+  event->frames.assign(frames, frames + user + kernel);
+  event->user_depth = user;
+  return true;
+}
+
+}  // namespace
+
+std::optional<OwnedEvent> DecodeBpfRecord(std::span<const uint8_t> bytes) {
+  loupe_record_header header;
+  if (bytes.size() < sizeof header) return std::nullopt;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  OwnedEvent event;
+  event.record.time_ns = header.time_ns;
+  event.record.cpu = header.cpu;
+
+  switch (header.type) {
+    case LOUPE_REC_SCHED_SWITCH: {
+      loupe_sched_switch r;
+      const size_t fixed = offsetof(loupe_sched_switch, frames);
+      if (!Load(bytes, fixed, &r)) return std::nullopt;
+      if (!TakeStacks(r.frames, r.user_depth, r.kernel_depth, (bytes.size() - fixed) / 8, &event)) {
+        return std::nullopt;
+      }
+      event.record.tid = r.prev_tid;
+      event.record.payload = format::SchedSwitch{r.next_tid, r.prev_state};
+      event.prev_tgid = r.prev_tgid;
+      event.next_tgid = r.next_tgid;
+      return event;
+    }
+    case LOUPE_REC_SCHED_WAKEUP: {
+      loupe_sched_wakeup r;
+      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
+      event.record.tid = r.waker_tid;
+      event.record.payload = format::SchedWakeup{r.woken_tid, r.target_cpu, r.is_new != 0};
+      event.next_tgid = r.woken_tgid;
+      return event;
+    }
+    case LOUPE_REC_PROCESS_FORK: {
+      loupe_process_fork r;
+      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
+      event.record.tid = r.parent_tid;
+      event.record.payload = format::ProcessFork{r.child_tgid, r.child_tid};
+      event.prev_tgid = r.parent_tgid;
+      event.next_tgid = r.child_tgid;
+      return event;
+    }
+    case LOUPE_REC_PROCESS_EXEC: {
+      loupe_process_exec r;
+      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
+      event.record.tid = r.tid;
+      event.text = CString(r.filename, sizeof r.filename);
+      event.record.payload = format::ProcessExec{.pid = r.tgid};
+      return event;
+    }
+    case LOUPE_REC_THREAD_EXIT: {
+      loupe_thread_exit r;
+      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
+      event.record.tid = r.tid;
+      event.record.payload = format::ThreadExit{r.tgid, r.exit_code, r.group_dead != 0};
+      return event;
+    }
+    case LOUPE_REC_THREAD_NAME: {
+      loupe_thread_name r;
+      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
+      event.record.tid = r.tid;
+      event.text = CString(r.comm, sizeof r.comm);
+      event.record.payload = format::ThreadInfo{.pid = r.tgid, .ns_tid = 0};
+      return event;
+    }
+    case LOUPE_REC_CPU_SAMPLE: {
+      loupe_cpu_sample r;
+      const size_t fixed = offsetof(loupe_cpu_sample, frames);
+      if (!Load(bytes, fixed, &r)) return std::nullopt;
+      if (!TakeStacks(r.frames, r.user_depth, r.kernel_depth, (bytes.size() - fixed) / 8, &event)) {
+        return std::nullopt;
+      }
+      event.record.tid = r.tid;
+      event.record.payload = format::CpuSample{};
+      event.prev_tgid = r.tgid;
+      return event;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace loupe::session

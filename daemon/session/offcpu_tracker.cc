@@ -1,0 +1,51 @@
+#include "daemon/session/offcpu_tracker.h"
+
+namespace loupe::session {
+
+std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
+  const format::Record& record = event.record;
+  if (const auto* wakeup = std::get_if<format::SchedWakeup>(&record.payload)) {
+    if (is_target_(event.next_tgid)) woken_[wakeup->woken_tid] = {record.time_ns, record.tid};
+    return std::nullopt;
+  }
+  if (std::holds_alternative<format::ThreadExit>(record.payload)) {
+    switched_out_.erase(record.tid);
+    woken_.erase(record.tid);
+    return std::nullopt;
+  }
+  const auto* change = std::get_if<format::SchedSwitch>(&record.payload);
+  if (change == nullptr) return std::nullopt;
+
+  std::optional<OwnedEvent> interval;
+  if (is_target_(event.next_tgid)) {
+    auto out = switched_out_.find(change->next_tid);
+    if (out != switched_out_.end()) {
+      const SwitchedOut& from = out->second;
+      format::OffCpu off{.duration_ns = record.time_ns - from.time_ns, .prev_state = from.state};
+      auto woken = woken_.find(change->next_tid);
+      if (woken != woken_.end() && woken->second.time_ns >= from.time_ns) {
+        off.runq_ns = record.time_ns - woken->second.time_ns;
+        off.waker_tid = woken->second.waker_tid;
+      } else if (from.state == 0) {  // preempted: runnable all along
+        off.runq_ns = off.duration_ns;
+      }
+      OwnedEvent made;
+      made.record = {.time_ns = record.time_ns, .tid = change->next_tid, .cpu = record.cpu,
+                     .payload = off};
+      made.frames = std::move(out->second.frames);
+      made.user_depth = out->second.user_depth;
+      interval = std::move(made);
+      switched_out_.erase(out);
+      if (woken != woken_.end()) woken_.erase(woken);
+    }
+  }
+  if (is_target_(event.prev_tgid)) {
+    SwitchedOut& out = switched_out_[record.tid];
+    out = {record.time_ns, change->prev_state, std::move(event.frames), event.user_depth};
+    event.frames.clear();
+    event.user_depth = 0;
+  }
+  return interval;
+}
+
+}  // namespace loupe::session

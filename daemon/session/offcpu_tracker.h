@@ -1,0 +1,47 @@
+// Derives off-CPU intervals from the time-ordered switch and wakeup stream:
+// a target thread's switch-out (with its stacks and state) paired with its
+// next switch-in, and the run-queue wait from its wakeup (or, when it was
+// preempted, from its switch-out) to that switch-in.
+#ifndef LOUPE_DAEMON_SESSION_OFFCPU_TRACKER_H_
+#define LOUPE_DAEMON_SESSION_OFFCPU_TRACKER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/session/owned_event.h"
+
+namespace loupe::session {
+
+class OffCpuTracker {
+ public:
+  using IsTarget = std::function<bool(uint32_t tgid)>;
+  explicit OffCpuTracker(IsTarget is_target) : is_target_(std::move(is_target)) {}
+
+  // Feed every event in time order. For a switch-in that ends an off-CPU
+  // interval, returns the off_cpu event to write after it. Takes the
+  // switch-out stacks out of `event` (a sched_switch record carries none).
+  std::optional<OwnedEvent> Observe(OwnedEvent& event);
+  size_t tracked_threads() const { return switched_out_.size(); }
+
+ private:
+  struct SwitchedOut {
+    uint64_t time_ns = 0;
+    uint32_t state = 0;
+    std::vector<uint64_t> frames;
+    uint16_t user_depth = 0;
+  };
+  struct Woken {
+    uint64_t time_ns = 0;
+    uint32_t waker_tid = 0;
+  };
+
+  IsTarget is_target_;
+  absl::flat_hash_map<uint32_t, SwitchedOut> switched_out_;  // by tid
+  absl::flat_hash_map<uint32_t, Woken> woken_;
+};
+
+}  // namespace loupe::session
+
+#endif  // LOUPE_DAEMON_SESSION_OFFCPU_TRACKER_H_

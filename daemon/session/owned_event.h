@@ -1,0 +1,47 @@
+// An event that owns its stacks and text, so it can wait in the reorder
+// buffer after the ring-buffer record it came from is gone. View() gives
+// the format::Record, with views into this object.
+#ifndef LOUPE_DAEMON_SESSION_OWNED_EVENT_H_
+#define LOUPE_DAEMON_SESSION_OWNED_EVENT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/format/record.h"
+
+namespace loupe::session {
+
+struct OwnedEvent {
+  format::Record record;  // views are set by View()
+  std::vector<uint64_t> frames;  // user frames, then kernel frames
+  uint16_t user_depth = 0;
+  std::string text;  // a name or a path
+  // For switches: the processes on both sides (targets are decided by tgid).
+  uint32_t prev_tgid = 0;
+  uint32_t next_tgid = 0;
+
+  format::Stack UserStack() const { return {frames.data(), user_depth}; }
+  format::Stack KernelStack() const {
+    return {frames.data() + user_depth, frames.size() - user_depth};
+  }
+
+  const format::Record& View() {
+    if (auto* sample = std::get_if<format::CpuSample>(&record.payload)) {
+      sample->user_stack = UserStack();
+      sample->kernel_stack = KernelStack();
+    } else if (auto* off = std::get_if<format::OffCpu>(&record.payload)) {
+      off->user_stack = UserStack();
+      off->kernel_stack = KernelStack();
+    } else if (auto* thread = std::get_if<format::ThreadInfo>(&record.payload)) {
+      thread->name = text;
+    } else if (auto* exec = std::get_if<format::ProcessExec>(&record.payload)) {
+      exec->filename = text;
+    }
+    return record;
+  }
+};
+
+}  // namespace loupe::session
+
+#endif  // LOUPE_DAEMON_SESSION_OWNED_EVENT_H_

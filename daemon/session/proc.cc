@@ -1,0 +1,164 @@
+#include "daemon/session/proc.h"
+
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "daemon/base/scoped_fd.h"
+
+namespace loupe::session {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr unsigned kPfKthread = 0x00200000;  // PF_KTHREAD in stat's flags
+
+bool ReadText(const std::string& path, std::string* out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  out->assign(std::istreambuf_iterator<char>(in), {});
+  return true;
+}
+
+std::string Trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// The fields of a stat line after the ")" that ends the command name.
+std::vector<std::string> StatFields(const std::string& stat) {
+  std::vector<std::string> fields;
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return fields;
+  std::istringstream in(stat.substr(paren + 1));
+  for (std::string field; in >> field;) fields.push_back(field);
+  return fields;  // fields[0] is field 3 (state)
+}
+
+uint64_t ToNumber(const std::string& text) {
+  uint64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+// The values of a "Key:\t1\t2" line of a status file.
+std::vector<uint64_t> StatusValues(const std::string& status, std::string_view key) {
+  std::vector<uint64_t> values;
+  std::istringstream lines(status);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with(key) || line.size() <= key.size() || line[key.size()] != ':') continue;
+    std::istringstream in(line.substr(key.size() + 1));
+    for (uint64_t v; in >> v;) values.push_back(v);
+    break;
+  }
+  return values;
+}
+
+absl::Status NoProcess(uint32_t pid) {
+  return absl::NotFoundError(fmt::format("no process with pid {}", pid));
+}
+
+uint64_t NamespaceInode(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ReadStartTime(uint32_t pid) {
+  std::string stat;
+  if (!ReadText(fmt::format("/proc/{}/stat", pid), &stat)) return NoProcess(pid);
+  const std::vector<std::string> fields = StatFields(stat);
+  if (fields.size() < 20) return absl::DataLossError(fmt::format("/proc/{}/stat: unreadable", pid));
+  return ToNumber(fields[19]);  // field 22
+}
+
+absl::StatusOr<ThreadIdentity> ReadThread(uint32_t pid, uint32_t tid) {
+  ThreadIdentity thread{.tid = tid, .ns_tid = tid};
+  const std::string dir = fmt::format("/proc/{}/task/{}", pid, tid);
+  std::string status;
+  if (!ReadText(dir + "/status", &status)) {
+    return absl::NotFoundError(fmt::format("no thread {} in process {}", tid, pid));
+  }
+  const std::vector<uint64_t> ns = StatusValues(status, "NSpid");
+  if (!ns.empty()) thread.ns_tid = static_cast<uint32_t>(ns.back());
+  std::string comm;
+  if (ReadText(dir + "/comm", &comm)) thread.name = Trimmed(comm);
+  return thread;
+}
+
+absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid) {
+  ProcessIdentity process{.pid = pid, .ns_pid = pid};
+  const std::string dir = fmt::format("/proc/{}", pid);
+  std::string stat, status;
+  if (!ReadText(dir + "/stat", &stat) || !ReadText(dir + "/status", &status)) {
+    return NoProcess(pid);
+  }
+  const std::vector<std::string> fields = StatFields(stat);
+  if (fields.size() < 20) return absl::DataLossError(fmt::format("{}/stat: unreadable", dir));
+  process.ppid = static_cast<uint32_t>(ToNumber(fields[1]));
+  process.kernel_thread = (ToNumber(fields[6]) & kPfKthread) != 0;  // field 9: flags
+  process.start_time = ToNumber(fields[19]);
+  if (const auto uid = StatusValues(status, "Uid"); !uid.empty()) {
+    process.uid = static_cast<uint32_t>(uid[0]);
+  }
+  if (const auto ns = StatusValues(status, "NSpid"); !ns.empty()) {
+    process.ns_pid = static_cast<uint32_t>(ns.back());
+  }
+  std::string comm;
+  if (ReadText(dir + "/comm", &comm)) process.name = Trimmed(comm);
+  std::error_code error;
+  process.exe = fs::read_symlink(dir + "/exe", error).string();
+  for (const fs::directory_entry& task : fs::directory_iterator(dir + "/task", error)) {
+    const uint32_t tid = static_cast<uint32_t>(ToNumber(task.path().filename().string()));
+    if (absl::StatusOr<ThreadIdentity> thread = ReadThread(pid, tid); thread.ok()) {
+      process.threads[tid] = *std::move(thread);
+    }
+  }
+  return process;
+}
+
+absl::StatusOr<uint32_t> GlobalPid(uint32_t caller_pid, uint32_t pid) {
+  const std::string caller_ns_path = fmt::format("/proc/{}/ns/pid", caller_pid);
+  const uint64_t caller_ns = NamespaceInode(caller_ns_path);
+  if (caller_ns == 0) return absl::NotFoundError(fmt::format("caller {} is gone", caller_pid));
+  if (caller_ns == NamespaceInode("/proc/self/ns/pid")) return pid;
+
+  std::string status;
+  if (!ReadText(fmt::format("/proc/{}/status", caller_pid), &status)) {
+    return absl::NotFoundError(fmt::format("caller {} is gone", caller_pid));
+  }
+  const size_t depth = StatusValues(status, "NSpid").size();  // caller's ns level + 1
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string candidate;
+    if (!ReadText(entry.path().string() + "/status", &candidate)) continue;
+    const std::vector<uint64_t> ids = StatusValues(candidate, "NSpid");
+    if (depth == 0 || ids.size() < depth || ids[depth - 1] != pid) continue;
+    // Same depth and number: it must be the caller's namespace, or one
+    // nested in it, not a sibling's.
+    ScopedFd ns(::open((entry.path().string() + "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC));
+    for (size_t level = ids.size(); ns.valid() && level > depth; --level) {
+      ns.Reset(::ioctl(ns.get(), NS_GET_PARENT));
+    }
+    struct stat st;
+    if (ns.valid() && fstat(ns.get(), &st) == 0 && st.st_ino == caller_ns) {
+      return static_cast<uint32_t>(ToNumber(name));
+    }
+  }
+  return absl::NotFoundError(
+      fmt::format("no process with pid {} in the PID namespace of caller {}", pid, caller_pid));
+}
+
+}  // namespace loupe::session

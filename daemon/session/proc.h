@@ -1,0 +1,49 @@
+// What /proc says about processes and threads: identity (pid + start time,
+// so a reused pid is not mistaken for the target), names, uid, namespace
+// ids, and kernel threads. Paths are relative to a proc root so tests and
+// other mount namespaces can point elsewhere.
+#ifndef LOUPE_DAEMON_SESSION_PROC_H_
+#define LOUPE_DAEMON_SESSION_PROC_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace loupe::session {
+
+struct ThreadIdentity {
+  uint32_t tid = 0;     // kernel-global
+  uint32_t ns_tid = 0;  // in the thread's own (innermost) PID namespace
+  std::string name;
+};
+
+struct ProcessIdentity {
+  uint32_t pid = 0;  // kernel-global
+  uint32_t ns_pid = 0;
+  uint32_t ppid = 0;
+  uint32_t uid = 0;
+  uint64_t start_time = 0;  // clock ticks after boot (stat field 22)
+  bool kernel_thread = false;
+  std::string name;
+  std::string exe;
+  std::map<uint32_t, ThreadIdentity> threads;
+};
+
+// Reads /proc/<pid> (and its tasks). NotFound when there is no such process.
+absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid);
+// Only the start time: to tell whether `pid` is still the same process.
+absl::StatusOr<uint64_t> ReadStartTime(uint32_t pid);
+absl::StatusOr<ThreadIdentity> ReadThread(uint32_t pid, uint32_t tid);
+
+// The kernel-global pid of the process that `caller_pid` sees as `pid` in
+// its own PID namespace (a sidecar names its pod's pids).
+absl::StatusOr<uint32_t> GlobalPid(uint32_t caller_pid, uint32_t pid);
+
+}  // namespace loupe::session
+
+#endif  // LOUPE_DAEMON_SESSION_PROC_H_

@@ -1,0 +1,49 @@
+// Puts events from all cpus and sources in timestamp order. An event is held
+// until events up to `window` later have been seen; one that arrives after
+// its place has been written is still written, and counted as late.
+#ifndef LOUPE_DAEMON_SESSION_REORDER_BUFFER_H_
+#define LOUPE_DAEMON_SESSION_REORDER_BUFFER_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "daemon/session/owned_event.h"
+
+namespace loupe::session {
+
+class ReorderBuffer {
+ public:
+  using Sink = std::function<void(OwnedEvent&)>;
+  // `max_events` bounds memory: past it the oldest are released early.
+  ReorderBuffer(uint64_t window_ns, size_t max_events) : window_ns_(window_ns), max_(max_events) {}
+
+  void Add(OwnedEvent event);
+  // Releases, in order, every event older than the window. `now_ns` (the
+  // events' clock) moves the window on even when no new events come, so a
+  // quiet target's last events are not held back.
+  void Release(uint64_t now_ns, const Sink& sink) {
+    const uint64_t front = std::max(newest_, now_ns);
+    ReleaseUntil(front > window_ns_ ? front - window_ns_ : 0, sink);
+  }
+  // Releases everything (at the end of a session).
+  void Flush(const Sink& sink) { ReleaseUntil(UINT64_MAX, sink); }
+
+  uint64_t late() const { return late_; }
+  size_t size() const { return pending_.size(); }
+
+ private:
+  void ReleaseUntil(uint64_t limit, const Sink& sink);
+
+  uint64_t window_ns_;
+  size_t max_;
+  std::vector<OwnedEvent> pending_;  // a min-heap on time
+  uint64_t newest_ = 0;
+  uint64_t released_until_ = 0;  // time of the last event released
+  uint64_t late_ = 0;
+};
+
+}  // namespace loupe::session
+
+#endif  // LOUPE_DAEMON_SESSION_REORDER_BUFFER_H_

@@ -1,0 +1,112 @@
+// One tracing session: its targets, its BPF sources, and a thread that
+// drains the ring buffer in batches, puts events in time order, derives
+// off-CPU intervals, and writes segments. The same engine runs inside
+// louped and, when no daemon answers, inside tracectl (embedded mode).
+#ifndef LOUPE_DAEMON_SESSION_SESSION_H_
+#define LOUPE_DAEMON_SESSION_SESSION_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include "absl/status/statusor.h"
+#include "daemon/bpf/sources.h"
+#include "daemon/format/segment_writer.h"
+#include "daemon/session/offcpu_tracker.h"
+#include "daemon/session/proc.h"
+#include "daemon/session/reorder_buffer.h"
+
+namespace loupe::session {
+
+struct SessionOptions {
+  std::vector<uint32_t> pids;  // as the caller sees them
+  uint32_t caller_pid = 0;     // whose PID namespace names them; 0: ours
+  uint32_t caller_uid = 0;     // root may trace anything, others only their own
+  bpf::SourceOptions sources;
+  format::WriterOptions writer;  // directory, session id, rotation, retention
+  uint64_t duration_ns = 0;      // 0: until stopped or every target has exited
+  uint64_t reorder_window_ns = 50'000'000;
+  size_t max_pending_events = 1 << 20;
+  uint64_t drain_interval_ns = 10'000'000;
+};
+
+absl::Status ValidateSessionOptions(const SessionOptions& options);
+
+struct SessionStats {
+  std::string id;
+  std::string directory;
+  std::vector<uint32_t> targets;  // kernel-global pids still alive
+  bool running = false;
+  uint64_t events = 0;  // written
+  std::map<std::string, uint64_t> events_by_kind;
+  std::map<std::string, uint64_t> losses;  // "source/reason" -> count
+  uint64_t bytes_written = 0;
+  uint64_t segments = 0;
+  uint64_t malformed_records = 0;
+  std::string last_error;
+};
+
+class Session {
+ public:
+  static absl::StatusOr<std::unique_ptr<Session>> Start(SessionOptions options,
+                                                        std::shared_ptr<spdlog::logger> log);
+  ~Session();
+
+  // Detaches, drains what is left, seals the last segment. Idempotent.
+  absl::Status Stop();
+  // Blocks until the session ends by itself (duration, targets gone) or
+  // `timeout_ns` passes; true if it has ended.
+  bool WaitFinished(uint64_t timeout_ns);
+  SessionStats stats() const;
+
+ private:
+  Session(SessionOptions options, std::shared_ptr<spdlog::logger> log);
+  absl::Status ResolveTargets();
+  v1::SegmentHeader Header() const;
+  void WritePreamble(format::SegmentWriter& writer);
+  void Run();
+  void Cycle(bool final);
+  void OnRecord(std::span<const uint8_t> bytes);
+  void Release(OwnedEvent& event);
+  void Track(OwnedEvent& event);
+  void Write(OwnedEvent& event);
+  void ReportLosses();
+  void Loss(format::LossSource source, format::LossReason reason, uint64_t count);
+  bool IsTarget(uint32_t tgid) const { return processes_.contains(tgid); }
+
+  SessionOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  uint64_t start_ns_ = 0;
+
+  // Owned by the session thread once it runs.
+  std::map<uint32_t, ProcessIdentity> processes_;  // live targets by global pid
+  std::unique_ptr<format::SegmentWriter> writer_;
+  std::unique_ptr<bpf::Sources> sources_;
+  ReorderBuffer reorder_;
+  OffCpuTracker offcpu_;
+  bpf::BpfCounters reported_{};
+  uint64_t reported_late_ = 0;
+  uint64_t last_time_ns_ = 0;
+  uint64_t drained_bytes_ = 0;
+  uint64_t write_errors_ = 0;
+
+  std::thread thread_;
+  std::atomic<bool> stop_requested_ = false;
+  mutable std::mutex mutex_;  // guards stats_ and finished_
+  std::condition_variable finished_changed_;
+  bool finished_ = false;
+  SessionStats stats_;
+  absl::Status final_status_;
+};
+
+}  // namespace loupe::session
+
+#endif  // LOUPE_DAEMON_SESSION_SESSION_H_

@@ -1,0 +1,53 @@
+/* Burns CPU in two functions, about three parts in hot_a for one in hot_b,
+ * for the given seconds, and measures the split itself. Prints "ready <tid>",
+ * waits for a line, burns, prints "done <percent of the time in hot_a>",
+ * waits for stdin to close. */
+#include <time.h>
+#include "testprog.h"
+
+static volatile unsigned long sink;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) void hot_a(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; ++i)
+		sink += i * i;
+}
+
+__attribute__((noinline)) void hot_b(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; ++i)
+		sink += i ^ (i >> 3);
+}
+
+int main(int argc, char **argv)
+{
+	double seconds = argc > 1 ? atof(argv[1]) : 2.0;
+
+	printf("ready %d\n", testprog_gettid());
+	fflush(stdout);
+	testprog_wait_line();
+	double in_a = 0, in_b = 0;
+
+	for (double end = now() + seconds; now() < end;) {
+		double t0 = now();
+
+		hot_a(300000);
+		double t1 = now();
+
+		hot_b(100000);
+		in_a += t1 - t0;
+		in_b += now() - t1;
+	}
+	printf("done %.2f\n", 100 * in_a / (in_a + in_b));
+	fflush(stdout);
+	testprog_wait_eof();
+	return 0;
+}

@@ -1,0 +1,34 @@
+// `tracectl attach <pid>...`: traces processes until Ctrl-C, --duration, or
+// every target has exited, then seals the trace and says where it is and
+// whether it is complete. With no louped answering, it runs the session
+// engine in this process (embedded mode), with the same privileges needed.
+#ifndef LOUPE_TOOLS_TRACECTL_ATTACH_H_
+#define LOUPE_TOOLS_TRACECTL_ATTACH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/App.hpp>
+
+namespace loupe::tracectl {
+
+struct AttachOptions {
+  std::vector<uint32_t> pids;
+  std::string duration;  // "10s", "500ms", "2m"; empty: until stopped
+  uint32_t hz = 99;
+  bool follow_children = false;
+  std::string output = "loupe-traces";
+  std::vector<std::string> sources = {"sched", "cpu"};
+  std::string sample_event = "cpu-clock";
+  uint32_t ring_buffer_size = 4 << 20;
+  std::string session_id;
+  bool quiet = false;
+};
+
+void AddAttachCommand(CLI::App& app, AttachOptions& options);
+int RunAttach(const AttachOptions& options);
+
+}  // namespace loupe::tracectl
+
+#endif  // LOUPE_TOOLS_TRACECTL_ATTACH_H_
