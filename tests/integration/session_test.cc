@@ -176,7 +176,12 @@ TEST_P(FollowChildrenTest, ChildrenForkedAfterAttach) {
   ASSERT_TRUE((*session)->Stop().ok());
 
   const TraceDigest trace = DigestTrace(dir.path());
-  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  // Fresh children can yield a capped (127-frame) stack, rightly counted as
+  // a loss of detail; no event may be dropped.
+  ASSERT_TRUE(trace.problems.empty()) << testing::WhyIncomplete(trace);
+  for (const auto& [what, count] : trace.losses) {
+    EXPECT_TRUE(what.ends_with("/stack_truncated")) << "lost " << count << " " << what;
+  }
   // A child may still appear as the thread a target was switched in after;
   // traced means its own samples, off-CPU intervals and exit are there.
   for (uint32_t child : children) {
