@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# tracectl attach end to end on a real process, in embedded mode: a timed
+# session, a session ended by SIGTERM (sealed, complete), and bad targets.
+set -euo pipefail
+tracectl=$1 app=$2
+work=$(mktemp -d)
+fail() { echo "FAIL: $*"; exit 1; }
+
+if [ "$(id -u)" != 0 ]; then
+  [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
+  echo "SKIP: needs root to load BPF"; exit 77
+fi
+
+"$app" 60 > "$work/app.out" &
+app_pid=$!
+trap 'kill $app_pid 2>/dev/null; rm -rf "$work"' EXIT
+until grep -q ready "$work/app.out"; do sleep 0.05; done
+
+"$tracectl" attach "$app_pid" --duration 1s --output "$work/timed" -q > "$work/timed.out" \
+  || fail "timed attach exited $?: $(cat "$work/timed.out")"
+grep -q "verdict: complete" "$work/timed.out" || fail "timed attach: $(cat "$work/timed.out")"
+"$tracectl" verify "$work/timed" > "$work/timed.verify" || fail "timed trace does not verify"
+for kind in sched_switch sched_wakeup off_cpu cpu_sample process_info thread_info; do
+  grep -q "$kind=" "$work/timed.verify" || fail "no $kind in the trace: $(cat "$work/timed.verify")"
+done
+
+# SIGTERM in the middle of a busy session: drained, sealed, complete, exit 0.
+"$tracectl" attach "$app_pid" --hz 999 --output "$work/term" -q > "$work/term.out" 2>&1 &
+tracer=$!
+sleep 1.5
+kill -TERM "$tracer"
+wait "$tracer" || fail "attach exited $? after SIGTERM: $(cat "$work/term.out")"
+ls "$work/term"/*.loupe > /dev/null || fail "no sealed segment after SIGTERM"
+ls "$work/term"/*.active 2> /dev/null && fail "an unsealed segment was left behind"
+"$tracectl" verify "$work/term" > /dev/null || fail "trace cut by SIGTERM does not verify"
+
+set +e
+"$tracectl" attach 4000000 --duration 1s --output "$work/none" 2> "$work/missing.err"
+code=$?
+set -e
+[ "$code" = 2 ] || fail "attach to a missing pid exited $code, want 2"
+grep -q "no process with pid 4000000" "$work/missing.err" || fail "$(cat "$work/missing.err")"
+echo "tracectl attach: all checks passed"
