@@ -4,13 +4,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <charconv>
+#include <map>
+#include <mutex>
+#include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon/session/session.h"
+#include "tools/tracectl/daemon_client.h"
 #include "tools/tracectl/exit_codes.h"
 
 namespace loupe::tracectl {
@@ -88,8 +94,9 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
       ->capture_default_str();
   attach->add_flag("--follow-children", options.follow_children,
                    "Also trace processes the targets fork after attach");
-  attach->add_option("-o,--output", options.output, "Directory for the segments")
-      ->capture_default_str();
+  attach->add_option("-o,--output", options.output,
+                     "Directory for the segments (default: louped's, or ./loupe-traces)")
+      ->each([&options](const std::string&) { options.output_given = true; });
   attach->add_option("--sources", options.sources, "Data sources: sched, cpu")
       ->delimiter(',')
       ->capture_default_str();
@@ -103,58 +110,155 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
   attach->add_flag("-q,--quiet", options.quiet, "No live progress");
 }
 
-int RunAttach(const AttachOptions& attach) {
-  absl::StatusOr<session::SessionOptions> options = ToSessionOptions(attach);
-  if (!options.ok()) return Fail(options.status());
+namespace {
 
-  // Ctrl-C and SIGTERM end the session cleanly: they are waited for, not handled.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+struct Outcome {
+  std::string directory, id;
+  uint64_t segments = 0, events = 0, bytes = 0;
+  std::map<std::string, uint64_t> losses;
+};
 
+int PrintOutcome(const Outcome& outcome) {
+  fmt::print("trace: {}/{}-*.loupe ({} segment(s), {} events, {:.1f} MB)\n", outcome.directory,
+             outcome.id, outcome.segments, outcome.events,
+             static_cast<double>(outcome.bytes) / 1e6);
+  uint64_t lost = 0;
+  for (const auto& [what, count] : outcome.losses) {
+    fmt::print("lost {} ({})\n", count, what);
+    lost += count;
+  }
+  fmt::print("verdict: {}\n", lost == 0 ? "complete" : "INCOMPLETE");
+  return lost == 0 ? kExitOk : kExitIncomplete;
+}
+
+void PrintProgress(uint64_t events, uint64_t per_second, uint64_t lost, uint64_t bytes) {
+  fmt::print(stderr, "\r{} events/s, {} events, {} lost, {:.1f} MB written   ", per_second, events,
+             lost, static_cast<double>(bytes) / 1e6);
+}
+
+uint64_t TotalLost(const auto& losses) {
+  uint64_t lost = 0;
+  for (const auto& [what, count] : losses) lost += count;
+  return lost;
+}
+
+sigset_t StopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  return signals;
+}
+
+// Through louped: the daemon traces, this process watches and detaches.
+int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
+                        const session::SessionOptions& options) {
+  v1::AttachRequest request;
+  for (uint32_t pid : attach.pids) request.add_pids(pid);
+  for (const std::string& source : attach.sources) request.add_sources(source);
+  request.set_sample_hz(attach.hz);
+  request.set_sample_event(attach.sample_event);
+  request.set_follow_children(attach.follow_children);
+  request.set_ring_buffer_size(attach.ring_buffer_size);
+  request.set_duration_ms(options.duration_ns / 1'000'000);
+  request.set_session_id(attach.session_id);
+  if (attach.output_given) {  // the daemon's working directory is not ours
+    request.set_output_dir(std::filesystem::absolute(attach.output).string());
+  }
+  absl::StatusOr<v1::AttachResponse> attached = daemon.Attach(request);
+  if (!attached.ok()) return Fail(attached.status());
+  fmt::print(stderr, "tracectl: louped is tracing; session {}\n", attached->session_id());
+
+  const bool live = !attach.quiet && isatty(STDERR_FILENO);
+  std::atomic<bool> ended = false;
+  v1::SessionStatus last;
+  std::mutex last_mutex;
+  std::thread watcher([&] {
+    uint64_t previous = 0;
+    absl::Status watched = daemon.Watch(attached->session_id(), 1000,
+                                        [&](const v1::SessionStatus& status) {
+      if (live) {
+        PrintProgress(status.events(), status.events() - previous, TotalLost(status.losses()),
+                      status.bytes_written());
+      }
+      previous = status.events();
+      std::lock_guard<std::mutex> lock(last_mutex);
+      last = status;
+      return true;
+    });
+    ended = true;
+  });
+  const sigset_t stop = StopSignals();
+  bool interrupted = false;
+  while (!ended) {
+    timespec tick{0, 200'000'000};
+    const int signal = sigtimedwait(&stop, nullptr, &tick);
+    if (signal == SIGINT || signal == SIGTERM) {
+      interrupted = true;
+      break;
+    }
+  }
+  absl::StatusOr<v1::SessionStatus> final_status = daemon.Detach(attached->session_id());
+  watcher.join();
+  if (live) fmt::print(stderr, "\n");
+  if (!final_status.ok()) {
+    if (interrupted || final_status.status().code() != absl::StatusCode::kNotFound) {
+      return Fail(final_status.status());
+    }
+    std::lock_guard<std::mutex> lock(last_mutex);
+    final_status = last;
+  }
+  Outcome outcome{final_status->output_dir(), final_status->session_id(),
+                  final_status->segments(), final_status->events(),
+                  final_status->bytes_written()};
+  for (const auto& [what, count] : final_status->losses()) outcome.losses[what] = count;
+  return PrintOutcome(outcome);
+}
+
+int AttachEmbedded(const AttachOptions& attach, session::SessionOptions options) {
   auto log = spdlog::stderr_color_mt("tracectl");
   log->set_level(attach.quiet ? spdlog::level::warn : spdlog::level::info);
-  fmt::print(stderr, "tracectl: no louped answering; tracing in this process (embedded mode)\n");
+  fmt::print(stderr, "tracectl: no louped answering on {}; tracing in this process "
+                     "(embedded mode)\n", attach.socket);
   absl::StatusOr<std::unique_ptr<session::Session>> session =
-      session::Session::Start(*std::move(options), log);
+      session::Session::Start(std::move(options), log);
   if (!session.ok()) return Fail(session.status());
 
   const bool live = !attach.quiet && isatty(STDERR_FILENO);
-  uint64_t last_events = 0;
+  const sigset_t stop = StopSignals();
+  uint64_t previous = 0;
   while (true) {
     timespec second{1, 0};
-    const int signal = sigtimedwait(&stop_signals, nullptr, &second);
+    const int signal = sigtimedwait(&stop, nullptr, &second);
     if (signal == SIGINT || signal == SIGTERM) break;
     if ((*session)->WaitFinished(0)) break;
     if (live) {
       const session::SessionStats stats = (*session)->stats();
-      uint64_t lost = 0;
-      for (const auto& [what, count] : stats.losses) lost += count;
-      fmt::print(stderr, "\r{} events/s, {} events, {} lost, {:.1f} MB written   ",
-                 stats.events - last_events, stats.events, lost,
-                 static_cast<double>(stats.bytes_written) / 1e6);
-      last_events = stats.events;
+      PrintProgress(stats.events, stats.events - previous, TotalLost(stats.losses),
+                    stats.bytes_written);
+      previous = stats.events;
     }
   }
   if (live) fmt::print(stderr, "\n");
   absl::Status stopped = (*session)->Stop();
-  const session::SessionStats stats = (*session)->stats();
   if (!stopped.ok()) return Fail(stopped);
+  const session::SessionStats stats = (*session)->stats();
+  return PrintOutcome({stats.directory, stats.id, stats.segments, stats.events,
+                       stats.bytes_written, stats.losses});
+}
 
-  uint64_t lost = 0;
-  for (const auto& [what, count] : stats.losses) lost += count;
-  fmt::print("trace: {}/{}-*.loupe ({} segment(s), {} events, {:.1f} MB)\n", stats.directory,
-             stats.id, stats.segments, stats.events,
-             static_cast<double>(stats.bytes_written) / 1e6);
-  if (lost == 0) {
-    fmt::print("verdict: complete\n");
-    return kExitOk;
-  }
-  for (const auto& [what, count] : stats.losses) fmt::print("lost {} ({})\n", count, what);
-  fmt::print("verdict: INCOMPLETE\n");
-  return kExitIncomplete;
+}  // namespace
+
+int RunAttach(const AttachOptions& attach) {
+  absl::StatusOr<session::SessionOptions> options = ToSessionOptions(attach);
+  if (!options.ok()) return Fail(options.status());
+  // Ctrl-C and SIGTERM end the session cleanly: they are waited for, not handled.
+  const sigset_t stop = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  absl::StatusOr<std::unique_ptr<DaemonClient>> daemon = DaemonClient::Connect(attach.socket);
+  if (!daemon.ok()) return Fail(daemon.status());
+  if (*daemon != nullptr) return AttachThroughDaemon(**daemon, attach, *options);
+  return AttachEmbedded(attach, *std::move(options));
 }
 
 }  // namespace loupe::tracectl

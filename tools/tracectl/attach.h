@@ -24,6 +24,8 @@ struct AttachOptions {
   uint32_t ring_buffer_size = 4 << 20;
   std::string session_id;
   bool quiet = false;
+  bool output_given = false;
+  std::string socket;  // louped's control socket
 };
 
 void AddAttachCommand(CLI::App& app, AttachOptions& options);

@@ -1,0 +1,46 @@
+// louped's configuration: one table of keys, each settable in the TOML file
+// (/etc/loupe/louped.toml), as LOUPE_<KEY> in the environment, and as
+// --<key-with-dashes> on the command line, in that order of precedence
+// (flags win). docs/operations.md lists them.
+#ifndef LOUPE_DAEMON_LOUPED_CONFIG_H_
+#define LOUPE_DAEMON_LOUPED_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace loupe::louped {
+
+struct DaemonConfig {
+  std::string socket = "/run/loupe/louped.sock";
+  std::string socket_group;  // who may connect besides root; empty: root only
+  std::string output_dir = "/var/lib/loupe/traces";
+  std::string log_level = "info";
+  uint64_t sample_hz = 99;
+  uint64_t ring_buffer_size = 4 << 20;
+  uint64_t max_file_size = 64ull << 20;
+  uint64_t max_total_size = 1ull << 30;
+  uint64_t rotation_period_s = 60;
+  uint64_t reorder_window_ms = 50;
+  uint64_t drain_interval_ms = 10;
+};
+
+struct ConfigKey {
+  std::string name;
+  std::string help;
+  std::string default_value;
+};
+const std::vector<ConfigKey>& ConfigKeys();
+
+// Values by key from each layer; later layers override earlier ones.
+// `file` may be empty (no file). Unknown keys and bad values are errors
+// naming the key, where it came from, and what is allowed.
+absl::StatusOr<DaemonConfig> LoadConfig(const std::string& file, bool file_required,
+                                        const std::map<std::string, std::string>& flags);
+
+}  // namespace loupe::louped
+
+#endif  // LOUPE_DAEMON_LOUPED_CONFIG_H_

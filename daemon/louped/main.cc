@@ -1,0 +1,141 @@
+// louped: the Loupe daemon. Loads the BPF programs per session, serves the
+// control API on a unix socket, and on SIGTERM/SIGINT seals every session's
+// trace before exiting 0.
+#include <bpf/libbpf.h>
+#include <grp.h>
+#include <signal.h>
+
+#include <cstdarg>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <grpcpp/server_builder.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/base/status_util.h"
+#include "daemon/control/control_service.h"
+#include "daemon/control/peer_listener.h"
+#include "daemon/control/session_manager.h"
+#include "daemon/louped/config.h"
+
+namespace {
+
+using loupe::louped::DaemonConfig;
+
+// The one mutable global allowed: libbpf's print callback has no context.
+spdlog::logger* libbpf_log = nullptr;
+
+int ForwardLibbpf(libbpf_print_level level, const char* format, va_list args) {
+  if (libbpf_log == nullptr || level == LIBBPF_DEBUG) return 0;
+  char line[1024];
+  vsnprintf(line, sizeof line, format, args);
+  std::string_view text(line);
+  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  libbpf_log->log(level == LIBBPF_WARN ? spdlog::level::warn : spdlog::level::info, "libbpf: {}",
+                  text);
+  return 0;
+}
+
+loupe::session::SessionOptions SessionDefaults(const DaemonConfig& config) {
+  loupe::session::SessionOptions defaults;
+  defaults.sources.sample_hz = static_cast<uint32_t>(config.sample_hz);
+  defaults.sources.ring_bytes = static_cast<uint32_t>(config.ring_buffer_size);
+  defaults.writer.directory = config.output_dir;
+  defaults.writer.max_file_size = config.max_file_size;
+  defaults.writer.max_total_size = config.max_total_size;
+  defaults.writer.rotation_period_ns = config.rotation_period_s * 1'000'000'000;
+  defaults.reorder_window_ns = config.reorder_window_ms * 1'000'000;
+  defaults.drain_interval_ns = config.drain_interval_ms * 1'000'000;
+  return defaults;
+}
+
+int Run(const DaemonConfig& config) {
+  auto log = spdlog::stderr_color_mt("louped");
+  log->set_level(spdlog::level::from_str(config.log_level));
+  libbpf_log = log.get();
+  libbpf_set_print(ForwardLibbpf);
+
+  std::optional<gid_t> group;
+  if (!config.socket_group.empty()) {
+    const struct group* entry = getgrnam(config.socket_group.c_str());
+    if (entry == nullptr) {
+      log->error("socket_group: no group named '{}'", config.socket_group);
+      return 2;
+    }
+    group = entry->gr_gid;
+  }
+  auto listener = loupe::control::PeerListener::Listen(config.socket, group);
+  if (!listener.ok()) {
+    log->error("{}", loupe::MessageOf(listener.status()));
+    return 1;
+  }
+  loupe::control::SessionManager sessions(SessionDefaults(config), log);
+  loupe::control::ControlService service(&sessions, listener->get());
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    log->error("could not start the gRPC server");
+    return 1;
+  }
+  (*listener)->Serve(server.get());
+  log->info("louped: listening on {}, traces in {}", config.socket, config.output_dir);
+
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  log->info("louped: {} received, sealing every session", strsignal(signal));
+
+  (*listener)->Stop();
+  sessions.StopAll();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  log->info("louped: stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Blocked before any thread starts, so only sigwait sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  CLI::App app{"louped: the Loupe tracing daemon"};
+  std::string config_file = "/etc/loupe/louped.toml";
+  if (const char* from_env = std::getenv("LOUPE_CONFIG")) config_file = from_env;
+  CLI::Option* config_option =
+      app.add_option("--config", config_file, "TOML config file (env LOUPE_CONFIG)")
+          ->capture_default_str();
+  // Every config key is also a flag; map nodes stay put, so CLI11 can bind them.
+  std::map<std::string, std::string> values;
+  std::map<std::string, CLI::Option*> given;
+  for (const loupe::louped::ConfigKey& key : loupe::louped::ConfigKeys()) {
+    std::string flag = key.name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    given[key.name] = app.add_option("--" + flag, values[key.name],
+                                     fmt::format("{} (default {})", key.help, key.default_value));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  std::map<std::string, std::string> flags;
+  for (const auto& [name, option] : given) {
+    if (option->count() > 0) flags[name] = values[name];
+  }
+  absl::StatusOr<DaemonConfig> config =
+      loupe::louped::LoadConfig(config_file, config_option->count() > 0, flags);
+  if (!config.ok()) {
+    fmt::print(stderr, "louped: {}\n", loupe::MessageOf(config.status()));
+    return 2;
+  }
+  return Run(*config);
+}

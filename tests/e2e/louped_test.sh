@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# louped end to end: tracectl attach through the daemon (timed, and
+# detached from another tracectl), status/list, a non-root caller refused
+# for another user's process but served for its own, SIGTERM sealing a
+# running session, and bad configuration.
+set -euo pipefail
+louped=$1 tracectl=$2 app=$3
+fail() { echo "FAIL: $*"; exit 1; }
+if [ "$(id -u)" != 0 ]; then
+  [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
+  echo "SKIP: needs root to load BPF"; exit 77
+fi
+
+work=$(mktemp -d)
+chmod 755 "$work"
+sock="$work/louped.sock"
+T() { "$tracectl" --socket "$sock" "$@"; }
+"$louped" --socket "$sock" --socket-group nogroup --output-dir "$work/traces" \
+  --rotation-period-s 0 > "$work/louped.log" 2>&1 &
+daemon=$!
+"$app" 120 > "$work/app.out" &
+app_pid=$!
+trap 'kill $app_pid $daemon 2>/dev/null; rm -rf "$work"' EXIT
+until [ -S "$sock" ] && grep -q ready "$work/app.out"; do sleep 0.05; done
+
+T attach "$app_pid" --duration 1s -q > "$work/timed.out" 2> "$work/timed.err" \
+  || fail "attach through louped exited $?: $(cat "$work/timed.err")"
+grep -q "louped is tracing" "$work/timed.err" || fail "attach did not use louped: $(cat "$work/timed.err")"
+grep -q "verdict: complete" "$work/timed.out" || fail "$(cat "$work/timed.out")"
+
+T attach "$app_pid" --session-id held -q > "$work/held.out" 2>&1 &
+holder=$!
+until T status held > /dev/null 2>&1; do sleep 0.1; done
+sleep 1
+T status held | grep -q "^held  running" || fail "status: $(T status held)"
+T list | grep -q "^held" || fail "list: $(T list)"
+T detach held > "$work/detach.out" || fail "detach exited $?"
+wait "$holder" || true
+"$tracectl" verify "$work/traces" > "$work/verify.out" || fail "$(cat "$work/verify.out")"
+grep -q "sched_switch=" "$work/verify.out" || fail "no sched events: $(cat "$work/verify.out")"
+
+# A caller that is not root: refused for root's process, served for its own.
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+set +e
+as_nobody "$tracectl" --socket "$sock" attach "$app_pid" --duration 1s 2> "$work/refused.err"
+code=$?
+set -e
+[ "$code" = 2 ] || fail "a non-root caller attaching to root's process exited $code"
+grep -q "may trace only its own" "$work/refused.err" || fail "$(cat "$work/refused.err")"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$app" 30 > "$work/own.out" &
+own=$!
+until grep -q ready "$work/own.out"; do sleep 0.05; done
+as_nobody "$tracectl" --socket "$sock" attach "$own" --duration 1s -q > "$work/own_trace.out" \
+  2>&1 || fail "a non-root caller tracing its own process: $(cat "$work/own_trace.out")"
+kill "$own"
+
+# SIGTERM with a session running: sealed, complete, exit 0.
+T attach "$app_pid" --session-id running -q > /dev/null 2>&1 &
+until T status running > /dev/null 2>&1; do sleep 0.1; done
+sleep 0.5
+kill -TERM "$daemon"
+wait "$daemon" || fail "louped exited $? on SIGTERM: $(cat "$work/louped.log")"
+ls "$work/traces"/running-*.loupe > /dev/null || fail "the running session was not sealed"
+"$tracectl" verify "$work/traces" > /dev/null || fail "traces do not verify after SIGTERM"
+[ -e "$sock" ] && fail "louped left its socket behind"
+
+set +e
+"$louped" --socket "$work/x.sock" --max-file-size 10 2> "$work/bad.err"
+code=$?
+set -e
+[ "$code" = 2 ] || fail "bad config exited $code"
+grep -q "max_file_size (flag): '10' is not a whole number in" "$work/bad.err" || fail "$(cat "$work/bad.err")"
+echo "louped: all checks passed"
