@@ -22,7 +22,7 @@ int handle_cpu_sample(struct bpf_perf_event_data *ctx)
 	rec->tgid = id >> 32;
 	rec->pad = 0;
 	capture_stacks(ctx, rec->frames, &rec->user_depth, &rec->kernel_depth,
-		       LOUPE_CNT_STACK_TRUNCATED_CPU);
+		       LOUPE_CNT_STACK_TRUNCATED_CPU, true, true);
 	size = __builtin_offsetof(struct loupe_cpu_sample, frames) +
 	       ((__u64)rec->user_depth + rec->kernel_depth) * sizeof(__u64);
 	fill_header(&rec->hdr, LOUPE_REC_CPU_SAMPLE, size);

@@ -8,6 +8,9 @@
 char LICENSE[] SEC("license") = "GPL";
 
 const volatile bool cfg_follow_children = false;
+/* Stacks of a target thread at switch-out: where it went off-CPU. */
+const volatile bool cfg_offcpu_user_stacks = true;
+const volatile bool cfg_offcpu_kernel_stacks = true;
 
 struct task_struct___pre_5_14 {
 	long state;
@@ -45,7 +48,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	/* The tracepoint runs on prev: its stacks say where it went off-CPU. */
 	if (prev_is_target)
 		capture_stacks(ctx, rec->frames, &rec->user_depth, &rec->kernel_depth,
-			       LOUPE_CNT_STACK_TRUNCATED_SCHED);
+			       LOUPE_CNT_STACK_TRUNCATED_SCHED, cfg_offcpu_user_stacks,
+			       cfg_offcpu_kernel_stacks);
 	size = __builtin_offsetof(struct loupe_sched_switch, frames) +
 	       ((__u64)rec->user_depth + rec->kernel_depth) * sizeof(__u64);
 	fill_header(&rec->hdr, LOUPE_REC_SCHED_SWITCH, size);

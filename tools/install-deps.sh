@@ -15,7 +15,7 @@ packages=(
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev systemtap-sdt-dev
-  bpftrace linux-perf golang-go openssl procps util-linux
+  bpftrace linux-perf golang-go openssl procps util-linux time bc
 )
 
 missing=()

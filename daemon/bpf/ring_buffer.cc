@@ -11,8 +11,8 @@ absl::StatusOr<std::unique_ptr<RingBuffer>> RingBuffer::Create(int map_fd, Handl
   std::unique_ptr<RingBuffer> ring(new RingBuffer(std::move(handler)));
   ring->ring_.reset(ring_buffer__new(map_fd, &RingBuffer::OnRecord, ring.get(), nullptr));
   if (!ring->ring_) {
-    return absl::InternalError(fmt::format("open ring buffer map fd {}: {}", map_fd,
-                                           std::strerror(errno)));
+    return absl::InternalError(
+        fmt::format("open ring buffer map fd {}: {}", map_fd, std::strerror(errno)));
   }
   return ring;
 }

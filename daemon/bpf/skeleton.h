@@ -4,12 +4,12 @@
 #ifndef LOUPE_DAEMON_BPF_SKELETON_H_
 #define LOUPE_DAEMON_BPF_SKELETON_H_
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <string_view>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

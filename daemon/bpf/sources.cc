@@ -1,5 +1,6 @@
 #include "daemon/bpf/sources.h"
 
+#include <fmt/format.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -7,8 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "daemon/bpf/skeleton.h"
 #include "profile.skel.h"
@@ -46,9 +45,9 @@ absl::Status ValidateSourceOptions(const SourceOptions& o) {
   const long page = sysconf(_SC_PAGESIZE);
   if (o.ring_bytes < static_cast<uint32_t>(page) || (o.ring_bytes & (o.ring_bytes - 1)) != 0 ||
       o.ring_bytes > (1u << 30)) {
-    return absl::InvalidArgumentError(fmt::format(
-        "ring_buffer_size = {} must be a power of two from {} (one page) to 1 GiB", o.ring_bytes,
-        page));
+    return absl::InvalidArgumentError(
+        fmt::format("ring_buffer_size = {} must be a power of two from {} (one page) to 1 GiB",
+                    o.ring_bytes, page));
   }
   return absl::OkStatus();
 }
@@ -65,6 +64,8 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints) {
   absl::StatusOr<SchedSkeleton> sched = SchedSkeleton::Open("sched");
   if (!sched.ok()) return sched.status();
   (*sched)->rodata->cfg_follow_children = options.follow_children;
+  (*sched)->rodata->cfg_offcpu_user_stacks = options.offcpu_user_stacks;
+  (*sched)->rodata->cfg_offcpu_kernel_stacks = options.offcpu_kernel_stacks;
   bpf_map__set_max_entries((*sched)->maps.events, options.ring_bytes);
   bpf_program* program;
   bpf_object__for_each_program(program, (*sched)->obj) {
@@ -87,8 +88,8 @@ absl::Status Sources::OpenSampling(const SourceOptions& options) {
                               std::pair{(*profile)->maps.target_tgids, sched->maps.target_tgids},
                               std::pair{(*profile)->maps.counters, sched->maps.counters}}) {
     if (int error = bpf_map__reuse_fd(mine, bpf_map__fd(shared)); error != 0) {
-      return absl::InternalError(fmt::format("share map {}: {}", bpf_map__name(mine),
-                                             std::strerror(-error)));
+      return absl::InternalError(
+          fmt::format("share map {}: {}", bpf_map__name(mine), std::strerror(-error)));
     }
   }
   if (absl::Status status = profile->Load(); !status.ok()) return status;
@@ -107,26 +108,26 @@ absl::Status Sources::OpenSampling(const SourceOptions& options) {
   }
   const int cpus = libbpf_num_possible_cpus();
   for (int cpu = 0; cpu < cpus; ++cpu) {
-    ScopedFd fd(static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1,
-                                         PERF_FLAG_FD_CLOEXEC)));
+    ScopedFd fd(
+        static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)));
     if (!fd.valid()) {
       if (errno == ENODEV) continue;  // an offline cpu
       const int error = errno;
-      if (options.sample_event == SampleEvent::kCycles && (error == ENOENT || error == EOPNOTSUPP)) {
+      if (options.sample_event == SampleEvent::kCycles &&
+          (error == ENOENT || error == EOPNOTSUPP)) {
         return absl::FailedPreconditionError(
             "sample event 'cycles' needs a hardware PMU, which this machine does not have; "
             "use cpu-clock");
       }
-      return absl::Status(error == EACCES || error == EPERM ? absl::StatusCode::kPermissionDenied
-                                                             : absl::StatusCode::kInternal,
-                          fmt::format("perf_event_open cpu {}: {} (needs CAP_PERFMON)", cpu,
-                                      std::strerror(error)));
+      return absl::Status(
+          error == EACCES || error == EPERM ? absl::StatusCode::kPermissionDenied
+                                            : absl::StatusCode::kInternal,
+          fmt::format("perf_event_open cpu {}: {} (needs CAP_PERFMON)", cpu, std::strerror(error)));
     }
-    bpf_link* link =
-        bpf_program__attach_perf_event((*profile)->progs.handle_cpu_sample, fd.get());
+    bpf_link* link = bpf_program__attach_perf_event((*profile)->progs.handle_cpu_sample, fd.get());
     if (link == nullptr) {
-      return absl::InternalError(fmt::format("attach sampler to cpu {}: {}", cpu,
-                                             std::strerror(errno)));
+      return absl::InternalError(
+          fmt::format("attach sampler to cpu {}: {}", cpu, std::strerror(errno)));
     }
     objects_->sample_links.emplace_back(link);
     perf_events_.push_back(std::move(fd));
@@ -154,15 +155,14 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
 
   const uint8_t yes = 1;
   for (uint32_t tgid : tgids) {
-    if (bpf_map__update_elem(sources->objects_->sched->get()->maps.target_tgids, &tgid,
-                             sizeof tgid, &yes, sizeof yes, BPF_ANY) != 0) {
-      return absl::ResourceExhaustedError(fmt::format("add target {}: {}", tgid,
-                                                      std::strerror(errno)));
+    if (bpf_map__update_elem(sources->objects_->sched->get()->maps.target_tgids, &tgid, sizeof tgid,
+                             &yes, sizeof yes, BPF_ANY) != 0) {
+      return absl::ResourceExhaustedError(
+          fmt::format("add target {}: {}", tgid, std::strerror(errno)));
     }
   }
-  absl::StatusOr<std::unique_ptr<RingBuffer>> ring =
-      RingBuffer::Create(bpf_map__fd(sources->objects_->sched->get()->maps.events),
-                         std::move(handler));
+  absl::StatusOr<std::unique_ptr<RingBuffer>> ring = RingBuffer::Create(
+      bpf_map__fd(sources->objects_->sched->get()->maps.events), std::move(handler));
   if (!ring.ok()) return ring.status();
   sources->ring_ = *std::move(ring);
 

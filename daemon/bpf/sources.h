@@ -26,6 +26,8 @@ struct SourceOptions {
   uint32_t sample_hz = 99;
   SampleEvent sample_event = SampleEvent::kCpuClock;
   bool follow_children = false;
+  bool offcpu_user_stacks = true;  // stacks of target threads at switch-out
+  bool offcpu_kernel_stacks = true;
   uint32_t ring_bytes = 4 << 20;  // a power of two, at least one page
 };
 

@@ -10,8 +10,7 @@ namespace {
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(MessageOf(status)));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(MessageOf(status)));
 }
 
 // Calls arrive only over the listener's connections; one without known
@@ -27,8 +26,7 @@ absl::StatusOr<PeerCredentials> Caller(const PeerListener* peers,
 
 }  // namespace
 
-grpc::Status ControlService::Attach(grpc::ServerContext* context,
-                                    const v1::AttachRequest* request,
+grpc::Status ControlService::Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                                     v1::AttachResponse* response) {
   absl::StatusOr<PeerCredentials> caller = Caller(peers_, context);
   if (!caller.ok()) return ToGrpc(caller.status());
@@ -38,8 +36,7 @@ grpc::Status ControlService::Attach(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::Detach(grpc::ServerContext* context,
-                                    const v1::DetachRequest* request,
+grpc::Status ControlService::Detach(grpc::ServerContext* context, const v1::DetachRequest* request,
                                     v1::DetachResponse* response) {
   absl::StatusOr<PeerCredentials> caller = Caller(peers_, context);
   if (!caller.ok()) return ToGrpc(caller.status());
@@ -49,8 +46,7 @@ grpc::Status ControlService::Detach(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::Status(grpc::ServerContext* context,
-                                    const v1::StatusRequest* request,
+grpc::Status ControlService::Status(grpc::ServerContext* context, const v1::StatusRequest* request,
                                     v1::StatusResponse* response) {
   absl::StatusOr<PeerCredentials> caller = Caller(peers_, context);
   if (!caller.ok()) return ToGrpc(caller.status());

@@ -1,5 +1,7 @@
 #include "daemon/control/peer_listener.h"
 
+#include <fmt/format.h>
+#include <grpcpp/server_posix.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -8,9 +10,6 @@
 
 #include <charconv>
 #include <filesystem>
-
-#include <fmt/format.h>
-#include <grpcpp/server_posix.h>
 
 #include "daemon/base/status_util.h"
 

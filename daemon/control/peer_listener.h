@@ -5,6 +5,7 @@
 #ifndef LOUPE_DAEMON_CONTROL_PEER_LISTENER_H_
 #define LOUPE_DAEMON_CONTROL_PEER_LISTENER_H_
 
+#include <grpcpp/server.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -14,8 +15,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "daemon/base/scoped_fd.h"

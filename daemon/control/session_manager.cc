@@ -1,9 +1,8 @@
 #include "daemon/control/session_manager.h"
 
+#include <fmt/format.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 namespace loupe::control {
 namespace {
@@ -35,8 +34,8 @@ absl::StatusOr<session::SessionOptions> SessionManager::OptionsFor(
   if (request.sample_event() == "cycles") {
     options.sources.sample_event = bpf::SampleEvent::kCycles;
   } else if (!request.sample_event().empty() && request.sample_event() != "cpu-clock") {
-    return absl::InvalidArgumentError(fmt::format(
-        "sample_event '{}': expected cpu-clock or cycles", request.sample_event()));
+    return absl::InvalidArgumentError(
+        fmt::format("sample_event '{}': expected cpu-clock or cycles", request.sample_event()));
   }
   if (request.ring_buffer_size() != 0) options.sources.ring_bytes = request.ring_buffer_size();
   options.sources.follow_children = request.follow_children();
@@ -44,9 +43,9 @@ absl::StatusOr<session::SessionOptions> SessionManager::OptionsFor(
   if (!request.output_dir().empty()) {
     // A non-root caller's files land where the caller could write itself.
     if (caller.uid != 0 && access(request.output_dir().c_str(), W_OK) != 0) {
-      return absl::PermissionDeniedError(fmt::format(
-          "output_dir {}: louped writes only to directories the caller may write to",
-          request.output_dir()));
+      return absl::PermissionDeniedError(
+          fmt::format("output_dir {}: louped writes only to directories the caller may write to",
+                      request.output_dir()));
     }
     options.writer.directory = request.output_dir();
   }
@@ -148,7 +147,8 @@ v1::SessionStatus SessionManager::ToProto(const session::SessionStats& stats, ui
   status.set_output_dir(stats.directory);
   for (uint32_t pid : stats.targets) status.add_targets(pid);
   status.set_events(stats.events);
-  for (const auto& [kind, count] : stats.events_by_kind) (*status.mutable_events_by_kind())[kind] = count;
+  for (const auto& [kind, count] : stats.events_by_kind)
+    (*status.mutable_events_by_kind())[kind] = count;
   for (const auto& [what, count] : stats.losses) (*status.mutable_losses())[what] = count;
   status.set_bytes_written(stats.bytes_written);
   status.set_segments(stats.segments);

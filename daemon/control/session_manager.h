@@ -4,13 +4,13 @@
 #ifndef LOUPE_DAEMON_CONTROL_SESSION_MANAGER_H_
 #define LOUPE_DAEMON_CONTROL_SESSION_MANAGER_H_
 
+#include <spdlog/logger.h>
+
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <spdlog/logger.h>
 
 #include "absl/status/statusor.h"
 #include "daemon/control/peer_listener.h"

@@ -6,8 +6,8 @@
 #define LOUPE_DAEMON_FORMAT_BLOCK_ENCODER_H_
 
 #include <array>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -1,7 +1,6 @@
 #include "daemon/format/frame_codec.h"
 
 #include <fmt/format.h>
-
 #include <zstd_errors.h>
 
 #include <cstring>

@@ -46,14 +46,18 @@ class JsonObject {
   }
   JsonObject& Val(std::string_view key, const Value& v) {
     switch (v.type) {
-      case ValueType::kInt: return Int(key, v.AsInt());
-      case ValueType::kUint: return Num(key, v.bits);
+      case ValueType::kInt:
+        return Int(key, v.AsInt());
+      case ValueType::kUint:
+        return Num(key, v.bits);
       case ValueType::kDouble:
         Key(key);
         fmt::format_to(std::back_inserter(*out_), "{}", v.AsDouble());
         return *this;
-      case ValueType::kBool: return Bool(key, v.bits != 0);
-      case ValueType::kString: return Str(key, v.text);
+      case ValueType::kBool:
+        return Bool(key, v.bits != 0);
+      case ValueType::kString:
+        return Str(key, v.text);
       case ValueType::kBytes:
         Key(key);
         fmt::format_to(std::back_inserter(*out_), "{{\"bytes\":{}}}", v.bits);
@@ -143,11 +147,21 @@ void AppendJsonString(std::string_view text, std::string* out) {
   out->push_back('"');
   for (unsigned char c : text) {
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\t': *out += "\\t"; break;
-      case '\r': *out += "\\r"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
       default:
         if (c < 0x20 || c >= 0x7f) {
           fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);

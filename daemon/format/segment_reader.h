@@ -82,7 +82,7 @@ class SegmentReader {
 // What evicting a segment loses: its records, and the evictions it was the
 // one to report (they are carried to the next report, or would vanish).
 struct SegmentTally {
-  uint64_t records = 0;          // every record but eviction reports
+  uint64_t records = 0;           // every record but eviction reports
   uint64_t evicted_reported = 0;  // events it reports as evicted before it
 };
 void AddToTally(const Record& record, SegmentTally* tally);

@@ -1,11 +1,11 @@
 #include "daemon/louped/config.h"
 
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
-
-#include <fmt/format.h>
-#include <toml++/toml.h>
 
 namespace loupe::louped {
 namespace {
@@ -27,8 +27,8 @@ const Binding kBindings[] = {
     {"sample_hz", "default CPU sampling frequency", nullptr, &DaemonConfig::sample_hz, 1, 10'000},
     {"ring_buffer_size", "BPF ring buffer bytes per session (a power of two)", nullptr,
      &DaemonConfig::ring_buffer_size, 4096, 1ull << 30},
-    {"max_file_size", "segment size limit (bytes)", nullptr, &DaemonConfig::max_file_size,
-     64 << 10, 16ull << 30},
+    {"max_file_size", "segment size limit (bytes)", nullptr, &DaemonConfig::max_file_size, 64 << 10,
+     16ull << 30},
     {"max_total_size", "disk budget per output directory (bytes)", nullptr,
      &DaemonConfig::max_total_size, 128 << 10, 1ull << 50},
     {"rotation_period_s", "seal a segment this old (0: by size only)", nullptr,
@@ -98,9 +98,8 @@ absl::StatusOr<DaemonConfig> LoadConfig(const std::string& file, bool file_requi
     try {
       table = toml::parse_file(file);
     } catch (const toml::parse_error& parse) {
-      return absl::InvalidArgumentError(fmt::format("{}:{}: {}", file,
-                                                    parse.source().begin.line,
-                                                    parse.description()));
+      return absl::InvalidArgumentError(
+          fmt::format("{}:{}: {}", file, parse.source().begin.line, parse.description()));
     }
     for (const auto& [name, node] : table) {
       const Binding* key = Find(name.str());

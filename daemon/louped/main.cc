@@ -2,16 +2,15 @@
 // control API on a unix socket, and on SIGTERM/SIGINT seals every session's
 // trace before exiting 0.
 #include <bpf/libbpf.h>
-#include <grp.h>
-#include <signal.h>
-
-#include <cstdarg>
-
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <grp.h>
 #include <grpcpp/server_builder.h>
+#include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdarg>
 
 #include "daemon/base/status_util.h"
 #include "daemon/control/control_service.h"

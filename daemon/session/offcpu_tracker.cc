@@ -30,8 +30,8 @@ std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
         off.runq_ns = off.duration_ns;
       }
       OwnedEvent made;
-      made.record = {.time_ns = record.time_ns, .tid = change->next_tid, .cpu = record.cpu,
-                     .payload = off};
+      made.record = {
+          .time_ns = record.time_ns, .tid = change->next_tid, .cpu = record.cpu, .payload = off};
       made.frames = std::move(out->second.frames);
       made.user_depth = out->second.user_depth;
       interval = std::move(made);

@@ -13,7 +13,7 @@
 namespace loupe::session {
 
 struct OwnedEvent {
-  format::Record record;  // views are set by View()
+  format::Record record;         // views are set by View()
   std::vector<uint64_t> frames;  // user frames, then kernel frames
   uint16_t user_depth = 0;
   std::string text;  // a name or a path

@@ -1,6 +1,7 @@
 #include "daemon/session/proc.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/nsfs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -10,8 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "daemon/base/scoped_fd.h"
 

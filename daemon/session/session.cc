@@ -1,12 +1,11 @@
 #include "daemon/session/session.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <fstream>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "daemon/base/status_util.h"
 #include "daemon/session/bpf_record_decoder.h"
@@ -150,9 +149,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   std::vector<uint32_t> tgids;
   for (const auto& [pid, process] : session->processes_) tgids.push_back(pid);
   Session* self = session.get();
-  absl::StatusOr<std::unique_ptr<bpf::Sources>> sources = bpf::Sources::Start(
-      session->options_.sources, tgids,
-      [self](std::span<const uint8_t> bytes) { self->OnRecord(bytes); });
+  absl::StatusOr<std::unique_ptr<bpf::Sources>> sources =
+      bpf::Sources::Start(session->options_.sources, tgids,
+                          [self](std::span<const uint8_t> bytes) { self->OnRecord(bytes); });
   if (!sources.ok()) return sources.status();
   session->sources_ = *std::move(sources);
 
@@ -171,9 +170,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
     return absl::NotFoundError("every target exited before tracing started");
   }
 
-  absl::StatusOr<std::unique_ptr<format::SegmentWriter>> writer = format::SegmentWriter::Create(
-      session->options_.writer, session->Header(),
-      [self](format::SegmentWriter& w) { self->WritePreamble(w); });
+  absl::StatusOr<std::unique_ptr<format::SegmentWriter>> writer =
+      format::SegmentWriter::Create(session->options_.writer, session->Header(),
+                                    [self](format::SegmentWriter& w) { self->WritePreamble(w); });
   if (!writer.ok()) return writer.status();
   session->writer_ = *std::move(writer);
 
@@ -271,8 +270,8 @@ void Session::Loss(LossSource source, LossReason reason, uint64_t count) {
   event.record = {.time_ns = last_time_ns_ != 0 ? last_time_ns_ : MonotonicNow(),
                   .payload = format::Loss{source, reason, count}};
   Write(event);
-  log_->warn("session {}: lost {} {} events ({})", stats_.id, count,
-             format::LossSourceName(source), format::LossReasonName(reason));
+  log_->warn("session {}: lost {} {} events ({})", stats_.id, count, format::LossSourceName(source),
+             format::LossReasonName(reason));
 }
 
 void Session::Release(OwnedEvent& event) {
@@ -306,8 +305,8 @@ void Session::Track(OwnedEvent& event) {
       if (absl::StatusOr<ProcessIdentity> child = ReadProcess(fork->child_pid); child.ok()) {
         processes_[fork->child_pid] = *std::move(child);
       } else {
-        ProcessIdentity known{.pid = fork->child_pid, .ns_pid = fork->child_pid,
-                              .ppid = event.prev_tgid};
+        ProcessIdentity known{
+            .pid = fork->child_pid, .ns_pid = fork->child_pid, .ppid = event.prev_tgid};
         known.threads[fork->child_tid] = {.tid = fork->child_tid, .ns_tid = fork->child_tid};
         processes_[fork->child_pid] = std::move(known);
       }

@@ -5,6 +5,8 @@
 #ifndef LOUPE_DAEMON_SESSION_SESSION_H_
 #define LOUPE_DAEMON_SESSION_SESSION_H_
 
+#include <spdlog/logger.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -14,8 +16,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <spdlog/logger.h>
 
 #include "absl/status/statusor.h"
 #include "daemon/bpf/sources.h"

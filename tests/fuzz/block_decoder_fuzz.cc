@@ -12,9 +12,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   loupe::format::BlockDecoder decoder(&tables);
   // Two blocks from one input: the second sees what the first interned.
   const size_t half = size / 2;
-  for (std::string_view block : {std::string_view(reinterpret_cast<const char*>(data), half),
-                                 std::string_view(reinterpret_cast<const char*>(data) + half,
-                                                  size - half)}) {
+  for (std::string_view block :
+       {std::string_view(reinterpret_cast<const char*>(data), half),
+        std::string_view(reinterpret_cast<const char*>(data) + half, size - half)}) {
     if (!decoder.Start(block).ok()) continue;
     loupe::format::Record record;
     std::string json;

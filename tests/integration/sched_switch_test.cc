@@ -50,7 +50,8 @@ TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
   bpf_object* object = (*skel)->obj;
   bpf_program* program;
   bpf_object__for_each_program(program, object) {
-    bpf_program__set_autoload(program, !std::string_view(bpf_program__name(program)).ends_with("_raw"));
+    bpf_program__set_autoload(program,
+                              !std::string_view(bpf_program__name(program)).ends_with("_raw"));
   }
   ASSERT_TRUE(skel->Load().ok());
   const uint32_t tgid = static_cast<uint32_t>(getpid());
@@ -78,23 +79,23 @@ TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
   const uint64_t expected = ContextSwitches(tid);
 
   uint64_t switched_out = 0, other_process = 0;
-  auto ring = RingBuffer::Create(bpf_map__fd((*skel)->maps.events),
-                                 [&](std::span<const uint8_t> bytes) {
-                                   loupe_record_header hdr;
-                                   ASSERT_GE(bytes.size(), sizeof hdr);
-                                   std::memcpy(&hdr, bytes.data(), sizeof hdr);
-                                   ASSERT_EQ(hdr.size, bytes.size());
-                                   if (hdr.type != LOUPE_REC_SCHED_SWITCH) return;
-                                   loupe_sched_switch rec{};
-                                   std::memcpy(&rec, bytes.data(), bytes.size());
-                                   if (rec.prev_tid == static_cast<uint32_t>(worker_tid.load())) {
-                                     EXPECT_GT(rec.kernel_depth, 0) << "switch-out without a stack";
-                                   }
-                                   if (rec.prev_tgid != tgid && rec.next_tgid != tgid) {
-                                     ++other_process;
-                                   }
-                                   if (rec.prev_tid == static_cast<uint32_t>(tid)) ++switched_out;
-                                 });
+  auto ring =
+      RingBuffer::Create(bpf_map__fd((*skel)->maps.events), [&](std::span<const uint8_t> bytes) {
+        loupe_record_header hdr;
+        ASSERT_GE(bytes.size(), sizeof hdr);
+        std::memcpy(&hdr, bytes.data(), sizeof hdr);
+        ASSERT_EQ(hdr.size, bytes.size());
+        if (hdr.type != LOUPE_REC_SCHED_SWITCH) return;
+        loupe_sched_switch rec{};
+        std::memcpy(&rec, bytes.data(), bytes.size());
+        if (rec.prev_tid == static_cast<uint32_t>(worker_tid.load())) {
+          EXPECT_GT(rec.kernel_depth, 0) << "switch-out without a stack";
+        }
+        if (rec.prev_tgid != tgid && rec.next_tgid != tgid) {
+          ++other_process;
+        }
+        if (rec.prev_tid == static_cast<uint32_t>(tid)) ++switched_out;
+      });
   ASSERT_TRUE(ring.ok());
   ASSERT_TRUE((*ring)->Drain().ok());
 

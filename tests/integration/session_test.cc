@@ -66,8 +66,8 @@ TEST(SessionTest, PingPongSwitchCountsMatchTheKernelExactly) {
   ASSERT_EQ(ready.size(), 3u);
   const pid_t tid_a = std::stoi(ready[1]), tid_b = std::stoi(ready[2]);
 
-  auto session = Session::Start(Options(dir.path(), {static_cast<uint32_t>(program.pid())}),
-                                QuietLog());
+  auto session =
+      Session::Start(Options(dir.path(), {static_cast<uint32_t>(program.pid())}), QuietLog());
   ASSERT_TRUE(session.ok()) << session.status();
   const uint64_t before_a = SettledContextSwitches(program.pid(), tid_a);
   const uint64_t before_b = SettledContextSwitches(program.pid(), tid_b);
@@ -227,8 +227,8 @@ TEST(SessionTest, TargetExitingEndsTheSessionHonestly) {
   testing::TempDir dir;
   ChildProcess program({TestProgram("cpu_ratio"), "0.3"});
   ASSERT_EQ(program.ReadWords().size(), 2u);
-  auto session = Session::Start(Options(dir.path(), {static_cast<uint32_t>(program.pid())}),
-                                QuietLog());
+  auto session =
+      Session::Start(Options(dir.path(), {static_cast<uint32_t>(program.pid())}), QuietLog());
   ASSERT_TRUE(session.ok());
   program.WriteLine("go");
   ASSERT_EQ(program.ReadWords().at(0), "done");
@@ -287,8 +287,8 @@ TEST(SessionTest, OverflowedRingLossesEqualProducedMinusWritten) {
   const uint64_t written = std::count_if(names.begin(), names.end(), [](const std::string& n) {
     return n.size() > 1 && n[0] == 'n' && std::isdigit(static_cast<unsigned char>(n[1]));
   });
-  const uint64_t lost = trace.losses.contains("sched/ring_full") ? trace.losses.at("sched/ring_full")
-                                                                 : 0;
+  const uint64_t lost =
+      trace.losses.contains("sched/ring_full") ? trace.losses.at("sched/ring_full") : 0;
   EXPECT_GT(lost, 0u) << "the ring never overflowed: the test proves nothing";
   EXPECT_EQ(written + lost, static_cast<uint64_t>(kRenames));
   EXPECT_FALSE(trace.complete);  // the verdict says so
@@ -303,8 +303,7 @@ TEST(SessionTest, BadTargetsAreClearErrors) {
 
   auto kernel = Session::Start(Options(dir.path(), {2}), QuietLog());  // kthreadd
   ASSERT_FALSE(kernel.ok());
-  EXPECT_NE(kernel.status().ToString().find("kernel thread"), std::string::npos)
-      << kernel.status();
+  EXPECT_NE(kernel.status().ToString().find("kernel thread"), std::string::npos) << kernel.status();
 
   SessionOptions someone_else = Options(dir.path(), {1});  // init, owned by root
   someone_else.caller_uid = 65534;

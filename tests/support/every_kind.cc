@@ -9,8 +9,8 @@ const uint64_t kUserFrames[] = {0x55d4a2c01234, 0x55d4a2c05678, 0x7f3b1e200010};
 const uint64_t kKernelFrames[] = {0xffffffff81234567, 0xffffffff81000010};
 const int64_t kArgs[] = {-1, 0, 42, INT64_MIN, INT64_MAX};
 const Field kFields[] = {
-    {"status", Value::Int(-500)},      {"count", Value::Uint(UINT64_MAX)},
-    {"ratio", Value::Double(0.25)},    {"ok", Value::Bool(true)},
+    {"status", Value::Int(-500)},       {"count", Value::Uint(UINT64_MAX)},
+    {"ratio", Value::Double(0.25)},     {"ok", Value::Bool(true)},
     {"path", Value::String("/a\"b\n")}, {"payload", Value::Bytes(4096)},
 };
 
@@ -19,7 +19,11 @@ const Field kFields[] = {
 std::vector<Record> EveryKind(uint64_t start_ns) {
   const Payload payloads[] = {
       ClockSync{1'700'000'000'123'456'789},
-      ProcessInfo{.ppid = 1, .ns_pid = 7, .uid = 1000, .start_time = 12345, .name = "server",
+      ProcessInfo{.ppid = 1,
+                  .ns_pid = 7,
+                  .uid = 1000,
+                  .start_time = 12345,
+                  .name = "server",
                   .exe = "/usr/bin/server"},
       ThreadInfo{.pid = 4000, .ns_tid = 8, .name = "worker-1"},
       ProcessFork{.child_pid = 4100, .child_tid = 4100},
@@ -28,8 +32,12 @@ std::vector<Record> EveryKind(uint64_t start_ns) {
       SchedSwitch{.next_tid = 4002, .prev_state = 2},
       SchedWakeup{.woken_tid = 4001, .target_cpu = 3, .is_new = true},
       CpuSample{.user_stack = kUserFrames, .kernel_stack = kKernelFrames},
-      OffCpu{.duration_ns = 2'000'000, .runq_ns = 15'000, .prev_state = 1, .waker_tid = 4002,
-             .user_stack = kUserFrames, .kernel_stack = kKernelFrames},
+      OffCpu{.duration_ns = 2'000'000,
+             .runq_ns = 15'000,
+             .prev_state = 1,
+             .waker_tid = 4002,
+             .user_stack = kUserFrames,
+             .kernel_stack = kKernelFrames},
       UprobeEntry{.probe = "libc:malloc", .args = kArgs},
       UprobeReturn{.probe = "libc:malloc", .retval = -12, .duration_ns = 850},
       UsdtEvent{.probe = "postgresql:query__start", .args = kArgs, .str_arg = "SELECT 1"},

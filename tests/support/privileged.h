@@ -16,15 +16,15 @@ bool PrivilegesRequired();
 
 }  // namespace loupe::testing
 
-#define LOUPE_REQUIRE_PRIVILEGES()                                                    \
-  do {                                                                                \
-    const std::string missing = ::loupe::testing::MissingPrivilege();                 \
-    if (!missing.empty()) {                                                           \
-      if (::loupe::testing::PrivilegesRequired()) {                                   \
-        FAIL() << "LOUPE_REQUIRE_PRIVILEGED=1 but " << missing;                       \
-      }                                                                               \
-      GTEST_SKIP() << missing;                                                        \
-    }                                                                                 \
+#define LOUPE_REQUIRE_PRIVILEGES()                                    \
+  do {                                                                \
+    const std::string missing = ::loupe::testing::MissingPrivilege(); \
+    if (!missing.empty()) {                                           \
+      if (::loupe::testing::PrivilegesRequired()) {                   \
+        FAIL() << "LOUPE_REQUIRE_PRIVILEGED=1 but " << missing;       \
+      }                                                               \
+      GTEST_SKIP() << missing;                                        \
+    }                                                                 \
   } while (0)
 
 #endif  // LOUPE_TESTS_SUPPORT_PRIVILEGED_H_

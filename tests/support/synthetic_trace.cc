@@ -54,8 +54,11 @@ std::vector<format::Record> SyntheticTrace::Identity() const {
   for (uint32_t pid : {Tid(0), Tid(options_.threads / 2)}) {
     records.push_back({.time_ns = options_.start_ns,
                        .tid = pid,
-                       .payload = format::ProcessInfo{.ppid = 1, .ns_pid = pid, .uid = 1000,
-                                                      .start_time = 4242, .name = "synthetic",
+                       .payload = format::ProcessInfo{.ppid = 1,
+                                                      .ns_pid = pid,
+                                                      .uid = 1000,
+                                                      .start_time = 4242,
+                                                      .name = "synthetic",
                                                       .exe = "/usr/bin/synthetic"}});
   }
   for (int t = 0; t < options_.threads; ++t) {
@@ -98,12 +101,11 @@ format::Record SyntheticTrace::Next() {
     if (runqueue_[target].size() < 8) runqueue_[target].push_back(woken);
     record.payload = format::SchedWakeup{Tid(woken), target, false};
   } else if (roll < 62) {  // a CPU sample; hot stacks dominate
-    const size_t s = std::min<size_t>(user_stacks_.size() - 1,
-                                      static_cast<size_t>(std::exponential_distribution<>(
-                                          10.0 / user_stacks_.size())(rng_)));
-    record.payload = format::CpuSample{user_stacks_[s],
-                                       rng_() % 3 == 0 ? format::Stack(kernel_stacks_[s])
-                                                       : format::Stack()};
+    const size_t s = std::min<size_t>(
+        user_stacks_.size() - 1,
+        static_cast<size_t>(std::exponential_distribution<>(10.0 / user_stacks_.size())(rng_)));
+    record.payload = format::CpuSample{
+        user_stacks_[s], rng_() % 3 == 0 ? format::Stack(kernel_stacks_[s]) : format::Stack()};
   } else if (roll < 92) {  // span begin or end on the running thread
     std::vector<uint64_t>& open = open_spans_[current];
     if (!open.empty() && (open.size() >= 4 || rng_() % 2 == 0)) {

@@ -54,8 +54,8 @@ class SyntheticTrace {
   uint64_t now_ns_;
   std::vector<std::vector<uint64_t>> user_stacks_;
   std::vector<std::vector<uint64_t>> kernel_stacks_;
-  std::vector<uint32_t> running_;  // thread index on each cpu
-  std::vector<std::vector<uint32_t>> runqueue_;  // woken threads waiting per cpu
+  std::vector<uint32_t> running_;                  // thread index on each cpu
+  std::vector<std::vector<uint32_t>> runqueue_;    // woken threads waiting per cpu
   std::vector<std::vector<uint64_t>> open_spans_;  // per thread
   uint64_t next_span_id_ = 1;
   std::vector<std::array<format::Field, 3>> field_sets_;  // views must outlive Next()

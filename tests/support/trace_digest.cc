@@ -49,8 +49,7 @@ TraceDigest DigestTrace(const std::string& directory) {
   digest.complete = true;
   for (const SegmentSummary& summary : (*trace)->summaries()) {
     digest.complete = digest.complete && summary.complete;
-    digest.problems.insert(digest.problems.end(), summary.problems.begin(),
-                           summary.problems.end());
+    digest.problems.insert(digest.problems.end(), summary.problems.begin(), summary.problems.end());
   }
   return digest;
 }

@@ -25,17 +25,17 @@ struct TraceDigest {
   std::vector<std::string> problems;
   uint64_t records = 0;
   std::map<std::string, uint64_t> kinds;
-  std::map<uint32_t, uint64_t> switch_outs;  // by tid
-  std::map<uint32_t, std::vector<OffCpuInterval>> off_cpu;  // by tid
+  std::map<uint32_t, uint64_t> switch_outs;                             // by tid
+  std::map<uint32_t, std::vector<OffCpuInterval>> off_cpu;              // by tid
   std::map<uint32_t, std::vector<std::vector<uint64_t>>> user_samples;  // by tid
-  std::map<uint32_t, uint32_t> thread_pid;  // tid -> pid, from thread_info
+  std::map<uint32_t, uint32_t> thread_pid;                    // tid -> pid, from thread_info
   std::map<uint32_t, std::vector<std::string>> thread_names;  // in order
-  std::set<uint32_t> processes;  // process_info pids
+  std::set<uint32_t> processes;                               // process_info pids
   std::map<uint32_t, uint32_t> process_ns_pid;
   std::set<uint32_t> sample_tids;
   std::vector<std::pair<uint32_t, uint32_t>> switches;  // (prev, next)
-  std::set<uint32_t> exited_processes;  // thread_exit with group_dead
-  std::map<std::string, uint64_t> losses;  // "source/reason"
+  std::set<uint32_t> exited_processes;                  // thread_exit with group_dead
+  std::map<std::string, uint64_t> losses;               // "source/reason"
   bool time_ordered = true;
 };
 

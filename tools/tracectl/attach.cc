@@ -1,19 +1,18 @@
 #include "tools/tracectl/attach.h"
 
+#include <fmt/format.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <charconv>
+#include <filesystem>
 #include <map>
 #include <mutex>
-#include <filesystem>
 #include <thread>
-
-#include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "daemon/session/session.h"
 #include "tools/tracectl/daemon_client.h"
@@ -69,8 +68,24 @@ absl::StatusOr<session::SessionOptions> ToSessionOptions(const AttachOptions& o)
   if (o.sample_event == "cycles") {
     options.sources.sample_event = bpf::SampleEvent::kCycles;
   } else if (o.sample_event != "cpu-clock") {
-    return absl::InvalidArgumentError(fmt::format(
-        "--sample-event '{}': expected cpu-clock or cycles", o.sample_event));
+    return absl::InvalidArgumentError(
+        fmt::format("--sample-event '{}': expected cpu-clock or cycles", o.sample_event));
+  }
+  options.sources.offcpu_user_stacks = options.sources.offcpu_kernel_stacks = false;
+  if (o.offcpu_stacks != "none") {
+    std::string_view list = o.offcpu_stacks;
+    while (!list.empty()) {
+      const std::string_view item = list.substr(0, list.find(','));
+      list.remove_prefix(std::min(list.size(), item.size() + 1));
+      if (item == "user") {
+        options.sources.offcpu_user_stacks = true;
+      } else if (item == "kernel") {
+        options.sources.offcpu_kernel_stacks = true;
+      } else {
+        return absl::InvalidArgumentError(fmt::format(
+            "--offcpu-stacks '{}': a list of user and kernel, or none", o.offcpu_stacks));
+      }
+    }
   }
   if (!o.duration.empty()) {
     absl::StatusOr<uint64_t> duration = ParseDuration(o.duration);
@@ -94,17 +109,24 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
       ->capture_default_str();
   attach->add_flag("--follow-children", options.follow_children,
                    "Also trace processes the targets fork after attach");
-  attach->add_option("-o,--output", options.output,
-                     "Directory for the segments (default: louped's, or ./loupe-traces)")
+  attach
+      ->add_option("-o,--output", options.output,
+                   "Directory for the segments (default: louped's, or ./loupe-traces)")
       ->each([&options](const std::string&) { options.output_given = true; });
   attach->add_option("--sources", options.sources, "Data sources: sched, cpu")
       ->delimiter(',')
       ->capture_default_str();
-  attach->add_option("--sample-event", options.sample_event,
-                     "cpu-clock (software) or cycles (hardware PMU)")
+  attach
+      ->add_option("--sample-event", options.sample_event,
+                   "cpu-clock (software) or cycles (hardware PMU)")
       ->capture_default_str();
-  attach->add_option("--ring-buffer-size", options.ring_buffer_size,
-                     "BPF ring buffer bytes (a power of two)")
+  attach
+      ->add_option("--offcpu-stacks", options.offcpu_stacks,
+                   "Stacks taken at switch-out: user,kernel / user / kernel / none")
+      ->capture_default_str();
+  attach
+      ->add_option("--ring-buffer-size", options.ring_buffer_size,
+                   "BPF ring buffer bytes (a power of two)")
       ->capture_default_str();
   attach->add_option("--session-id", options.session_id, "Name of the session's files");
   attach->add_flag("-q,--quiet", options.quiet, "No live progress");
@@ -175,17 +197,17 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
   std::mutex last_mutex;
   std::thread watcher([&] {
     uint64_t previous = 0;
-    absl::Status watched = daemon.Watch(attached->session_id(), 1000,
-                                        [&](const v1::SessionStatus& status) {
-      if (live) {
-        PrintProgress(status.events(), status.events() - previous, TotalLost(status.losses()),
-                      status.bytes_written());
-      }
-      previous = status.events();
-      std::lock_guard<std::mutex> lock(last_mutex);
-      last = status;
-      return true;
-    });
+    absl::Status watched =
+        daemon.Watch(attached->session_id(), 1000, [&](const v1::SessionStatus& status) {
+          if (live) {
+            PrintProgress(status.events(), status.events() - previous, TotalLost(status.losses()),
+                          status.bytes_written());
+          }
+          previous = status.events();
+          std::lock_guard<std::mutex> lock(last_mutex);
+          last = status;
+          return true;
+        });
     ended = true;
   });
   const sigset_t stop = StopSignals();
@@ -208,9 +230,8 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
     std::lock_guard<std::mutex> lock(last_mutex);
     final_status = last;
   }
-  Outcome outcome{final_status->output_dir(), final_status->session_id(),
-                  final_status->segments(), final_status->events(),
-                  final_status->bytes_written()};
+  Outcome outcome{final_status->output_dir(), final_status->session_id(), final_status->segments(),
+                  final_status->events(), final_status->bytes_written()};
   for (const auto& [what, count] : final_status->losses()) outcome.losses[what] = count;
   return PrintOutcome(outcome);
 }
@@ -218,8 +239,10 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
 int AttachEmbedded(const AttachOptions& attach, session::SessionOptions options) {
   auto log = spdlog::stderr_color_mt("tracectl");
   log->set_level(attach.quiet ? spdlog::level::warn : spdlog::level::info);
-  fmt::print(stderr, "tracectl: no louped answering on {}; tracing in this process "
-                     "(embedded mode)\n", attach.socket);
+  fmt::print(stderr,
+             "tracectl: no louped answering on {}; tracing in this process "
+             "(embedded mode)\n",
+             attach.socket);
   absl::StatusOr<std::unique_ptr<session::Session>> session =
       session::Session::Start(std::move(options), log);
   if (!session.ok()) return Fail(session.status());
@@ -243,8 +266,8 @@ int AttachEmbedded(const AttachOptions& attach, session::SessionOptions options)
   absl::Status stopped = (*session)->Stop();
   if (!stopped.ok()) return Fail(stopped);
   const session::SessionStats stats = (*session)->stats();
-  return PrintOutcome({stats.directory, stats.id, stats.segments, stats.events,
-                       stats.bytes_written, stats.losses});
+  return PrintOutcome(
+      {stats.directory, stats.id, stats.segments, stats.events, stats.bytes_written, stats.losses});
 }
 
 }  // namespace

@@ -5,11 +5,10 @@
 #ifndef LOUPE_TOOLS_TRACECTL_ATTACH_H_
 #define LOUPE_TOOLS_TRACECTL_ATTACH_H_
 
+#include <CLI/App.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <CLI/App.hpp>
 
 namespace loupe::tracectl {
 
@@ -21,6 +20,7 @@ struct AttachOptions {
   std::string output = "loupe-traces";
   std::vector<std::string> sources = {"sched", "cpu"};
   std::string sample_event = "cpu-clock";
+  std::string offcpu_stacks = "user,kernel";  // at switch-out: user, kernel, both or none
   uint32_t ring_buffer_size = 4 << 20;
   std::string session_id;
   bool quiet = false;

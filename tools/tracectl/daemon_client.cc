@@ -1,12 +1,11 @@
 #include "tools/tracectl/daemon_client.h"
 
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
-
-#include <fmt/format.h>
-#include <grpcpp/grpcpp.h>
 
 #include "loupe/v1/control.grpc.pb.h"
 
@@ -71,8 +70,7 @@ absl::StatusOr<v1::SessionStatus> DaemonClient::Detach(const std::string& sessio
   return response.final_status();
 }
 
-absl::StatusOr<std::vector<v1::SessionStatus>> DaemonClient::Status(
-    const std::string& session_id) {
+absl::StatusOr<std::vector<v1::SessionStatus>> DaemonClient::Status(const std::string& session_id) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::StatusRequest request;
@@ -102,7 +100,7 @@ absl::Status DaemonClient::Watch(const std::string& session_id, uint32_t interva
   }
   const grpc::Status finished = reader->Finish();
   return finished.error_code() == grpc::StatusCode::CANCELLED ? absl::OkStatus()
-                                                               : FromGrpc(finished);
+                                                              : FromGrpc(finished);
 }
 
 }  // namespace loupe::tracectl

@@ -27,8 +27,8 @@ int RunDemo(const DemoOptions& options) {
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   testing::SyntheticOptions synthetic;
-  synthetic.start_ns = static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 +
-                       static_cast<uint64_t>(now.tv_nsec);
+  synthetic.start_ns =
+      static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
   testing::SyntheticTrace trace(synthetic);
 
   format::WriterOptions writer_options{.directory = options.output,
@@ -42,8 +42,8 @@ int RunDemo(const DemoOptions& options) {
   header.set_writer_version("tracectl demo");
   (*header.mutable_config())["workload"] = "synthetic";
   const std::vector<format::Record> identity = trace.Identity();
-  auto writer = format::SegmentWriter::Create(
-      writer_options, header, [&identity](format::SegmentWriter& w) {
+  auto writer =
+      format::SegmentWriter::Create(writer_options, header, [&identity](format::SegmentWriter& w) {
         for (const format::Record& record : identity) w.AppendPreamble(record);
       });
   if (!writer.ok()) return Fail(writer.status());

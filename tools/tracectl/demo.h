@@ -4,10 +4,9 @@
 #ifndef LOUPE_TOOLS_TRACECTL_DEMO_H_
 #define LOUPE_TOOLS_TRACECTL_DEMO_H_
 
+#include <CLI/App.hpp>
 #include <cstdint>
 #include <string>
-
-#include <CLI/App.hpp>
 
 namespace loupe::tracectl {
 

@@ -1,7 +1,6 @@
 // tracectl: drives Loupe and reads its traces. One file per subcommand.
-#include <cstdlib>
-
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 
 #include "tools/tracectl/attach.h"
 #include "tools/tracectl/daemon_client.h"

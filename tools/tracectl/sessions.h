@@ -3,9 +3,8 @@
 #ifndef LOUPE_TOOLS_TRACECTL_SESSIONS_H_
 #define LOUPE_TOOLS_TRACECTL_SESSIONS_H_
 
-#include <string>
-
 #include <CLI/App.hpp>
+#include <string>
 
 namespace loupe::tracectl {
 

@@ -44,8 +44,8 @@ SegmentReport VerifySegment(const std::string& path) {
   report.session = header.session_id();
   report.host = header.host();
   report.sequence = header.sequence();
-  report.realtime_offset_ns = static_cast<int64_t>(header.clock().realtime_ns() -
-                                                   header.clock().monotonic_ns());
+  report.realtime_offset_ns =
+      static_cast<int64_t>(header.clock().realtime_ns() - header.clock().monotonic_ns());
   format::Record record;
   while ((*reader)->Next(&record)) {
     ++report.events;
@@ -67,8 +67,7 @@ SegmentReport VerifySegment(const std::string& path) {
         "{} records of kinds this tracectl does not know were skipped (written by a newer Loupe)",
         r.unknown_records_skipped()));
   }
-  if (r.has_trailer() &&
-      r.trailer().event_count() != report.events + r.unknown_records_skipped()) {
+  if (r.has_trailer() && r.trailer().event_count() != report.events + r.unknown_records_skipped()) {
     report.reasons.push_back(fmt::format("trailer counts {} events but {} were read",
                                          r.trailer().event_count(), report.events));
   }
@@ -121,8 +120,8 @@ void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
 }
 
 void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
-  std::string out = fmt::format("{{\"verdict\":\"{}\",\"segments\":[",
-                                complete ? "complete" : "incomplete");
+  std::string out =
+      fmt::format("{{\"verdict\":\"{}\",\"segments\":[", complete ? "complete" : "incomplete");
   for (size_t i = 0; i < segments.size(); ++i) {
     const SegmentReport& s = segments[i];
     out += i ? ",{" : "{";
@@ -171,8 +170,7 @@ void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
 
 void AddVerifyCommand(CLI::App& app, VerifyOptions& options) {
   CLI::App* verify = app.add_subcommand("verify", "State whether a trace is complete and why not");
-  verify->add_option("paths", options.paths, "Segment files or directories of them")
-      ->required();
+  verify->add_option("paths", options.paths, "Segment files or directories of them")->required();
   verify->add_flag("--json", options.json, "Machine-readable output");
 }
 

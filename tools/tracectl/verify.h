@@ -4,10 +4,9 @@
 #ifndef LOUPE_TOOLS_TRACECTL_VERIFY_H_
 #define LOUPE_TOOLS_TRACECTL_VERIFY_H_
 
+#include <CLI/App.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/App.hpp>
 
 namespace loupe::tracectl {
 

@@ -90,7 +90,7 @@ TEST(BlockCodecTest, ProtobufReadsTheHandWrittenBlock) {
   EXPECT_EQ(block.loss().reason(0), static_cast<uint32_t>(v1::RING_FULL));
   ASSERT_EQ(block.usdt().args_size(), 5);
   EXPECT_EQ(block.usdt().args(3), std::numeric_limits<int64_t>::min());
-  EXPECT_EQ(block.span_begin().span_id(0), 77);  // delta from 0
+  EXPECT_EQ(block.span_begin().span_id(0), 77);   // delta from 0
   EXPECT_EQ(block.span_begin().parent_id(0), 1);  // 77 - 76
   // Two stacks (user, kernel), each interned once though used twice.
   EXPECT_EQ(block.stack_depths_size(), 2);
@@ -149,11 +149,10 @@ TEST(BlockCodecTest, DeepStacksKeepInnermostFramesAndCount) {
   Record record;
   ASSERT_TRUE(decoder.Next(&record));
   const CpuSample& sample = std::get<CpuSample>(record.payload);
-  EXPECT_TRUE(std::equal(sample.user_stack.begin(), sample.user_stack.end(), deep.begin(),
-                         deep.end()));
+  EXPECT_TRUE(
+      std::equal(sample.user_stack.begin(), sample.user_stack.end(), deep.begin(), deep.end()));
   ASSERT_EQ(sample.kernel_stack.size(), layout::kMaxStackDepth);
-  EXPECT_TRUE(std::equal(sample.kernel_stack.begin(), sample.kernel_stack.end(),
-                         too_deep.begin()));
+  EXPECT_TRUE(std::equal(sample.kernel_stack.begin(), sample.kernel_stack.end(), too_deep.begin()));
 }
 
 TEST(BlockCodecTest, TidPredictionFollowsSwitchesPerCpu) {

@@ -129,8 +129,7 @@ TEST(SegmentReaderTest, RandomCorruptionIsReportedNeverACrash) {
         EXPECT_TRUE(std::equal(read.json.begin(), read.json.end(), full.json.begin()));
       }
     } else {
-      EXPECT_EQ(read.json, full.json) << "undetected corruption changed records, round "
-                                      << round;
+      EXPECT_EQ(read.json, full.json) << "undetected corruption changed records, round " << round;
     }
   }
   EXPECT_GT(detected, 1400);  // checksums catch nearly every flip

@@ -115,9 +115,10 @@ TEST(SegmentWriterTest, RotatesByTimeOnAppendAndOnTick) {
   auto writer = SegmentWriter::Create(options, {});
   ASSERT_TRUE(writer.ok());
   for (uint64_t t = 0; t < 35; ++t) {  // 0 .. 3.4 s
-    ASSERT_TRUE((*writer)->Append(Record{.time_ns = 10 * kSecond + t * kSecond / 10,
-                                         .payload = SpanEnd{t}})
-                    .ok());
+    ASSERT_TRUE(
+        (*writer)
+            ->Append(Record{.time_ns = 10 * kSecond + t * kSecond / 10, .payload = SpanEnd{t}})
+            .ok());
   }
   EXPECT_EQ((*writer)->stats().segments_sealed, 3u);
   ASSERT_TRUE((*writer)->Tick(10 * kSecond + 3 * kSecond + kSecond / 2).ok());
@@ -241,8 +242,7 @@ TEST(SegmentWriterTest, RejectsBadOptionsNamingTheKey) {
     auto writer = SegmentWriter::Create(options, {});
     ASSERT_FALSE(writer.ok()) << c.expected;
     EXPECT_EQ(writer.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(writer.status().ToString().find(c.expected), std::string::npos)
-        << writer.status();
+    EXPECT_NE(writer.status().ToString().find(c.expected), std::string::npos) << writer.status();
   }
 }
 
