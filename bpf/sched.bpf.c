@@ -64,12 +64,9 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new)
 
 	if (!is_target(tgid))
 		return 0;
-	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
-	if (!rec) {
-		count(LOUPE_CNT_RING_FULL_SCHED);
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_SCHED_WAKEUP, LOUPE_CNT_RING_FULL_SCHED);
+	if (!rec)
 		return 0;
-	}
-	fill_header(&rec->hdr, LOUPE_REC_SCHED_WAKEUP, sizeof(*rec));
 	rec->woken_tid = BPF_CORE_READ(task, pid);
 	rec->woken_tgid = tgid;
 	rec->waker_tid = (__u32)bpf_get_current_pid_tgid();
@@ -95,12 +92,9 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	    bpf_map_update_elem(&target_tgids, &child_tgid, &yes, BPF_NOEXIST) != 0 &&
 	    !is_target(child_tgid))
 		count(LOUPE_CNT_TARGETS_FULL);
-	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
-	if (!rec) {
-		count(LOUPE_CNT_RING_FULL_SCHED);
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_PROCESS_FORK, LOUPE_CNT_RING_FULL_SCHED);
+	if (!rec)
 		return 0;
-	}
-	fill_header(&rec->hdr, LOUPE_REC_PROCESS_FORK, sizeof(*rec));
 	rec->parent_tid = BPF_CORE_READ(parent, pid);
 	rec->parent_tgid = parent_tgid;
 	rec->child_tid = BPF_CORE_READ(child, pid);
@@ -116,12 +110,9 @@ static __always_inline int on_exec(struct task_struct *task, struct linux_binprm
 
 	if (!is_target(tgid))
 		return 0;
-	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
-	if (!rec) {
-		count(LOUPE_CNT_RING_FULL_SCHED);
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_PROCESS_EXEC, LOUPE_CNT_RING_FULL_SCHED);
+	if (!rec)
 		return 0;
-	}
-	fill_header(&rec->hdr, LOUPE_REC_PROCESS_EXEC, sizeof(*rec));
 	rec->tid = BPF_CORE_READ(task, pid);
 	rec->tgid = tgid;
 	bpf_probe_read_kernel_str(rec->filename, sizeof(rec->filename), BPF_CORE_READ(bprm, filename));
@@ -138,16 +129,13 @@ static __always_inline int on_exit(struct task_struct *task)
 	if (!is_target(tgid))
 		return 0;
 	group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;
-	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_THREAD_EXIT, LOUPE_CNT_RING_FULL_SCHED);
 	if (rec) {
-		fill_header(&rec->hdr, LOUPE_REC_THREAD_EXIT, sizeof(*rec));
 		rec->tid = BPF_CORE_READ(task, pid);
 		rec->tgid = tgid;
 		rec->exit_code = BPF_CORE_READ(task, exit_code);
 		rec->group_dead = group_dead;
 		bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
-	} else {
-		count(LOUPE_CNT_RING_FULL_SCHED);
 	}
 	/* A process that is gone is no target: its pid may be reused. */
 	if (group_dead)
@@ -162,12 +150,9 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 
 	if (!is_target(tgid))
 		return 0;
-	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
-	if (!rec) {
-		count(LOUPE_CNT_RING_FULL_SCHED);
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_THREAD_NAME, LOUPE_CNT_RING_FULL_SCHED);
+	if (!rec)
 		return 0;
-	}
-	fill_header(&rec->hdr, LOUPE_REC_THREAD_NAME, sizeof(*rec));
 	rec->tid = BPF_CORE_READ(task, pid);
 	rec->tgid = tgid;
 	bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), comm);

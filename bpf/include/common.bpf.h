@@ -94,6 +94,20 @@ static __always_inline void capture_stacks(void *ctx, __u64 *frames, __u16 *user
 	*kernel_depth = kernel;
 }
 
+/* Reserves a fixed-size record and fills its header, or counts the ring
+ * being full under `ring_full` and returns NULL. */
+static __always_inline void *reserve_record(__u64 size, __u16 type, __u32 ring_full)
+{
+	struct loupe_record_header *hdr = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!hdr) {
+		count(ring_full);
+		return NULL;
+	}
+	fill_header(hdr, type, size);
+	return hdr;
+}
+
 /* Sends a record of `size` bytes (<= max) without waking the reader: the
  * daemon drains in batches. */
 static __always_inline void submit(void *rec, __u64 size, __u64 max, __u32 ring_full)

@@ -4,6 +4,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/bpf/source_names.h"
+
 namespace loupe::control {
 namespace {
 
@@ -17,26 +19,13 @@ absl::StatusOr<session::SessionOptions> SessionManager::OptionsFor(
   options.pids.assign(request.pids().begin(), request.pids().end());
   options.caller_pid = static_cast<uint32_t>(caller.pid);
   options.caller_uid = caller.uid;
-  if (!request.sources().empty()) {
-    options.sources.sched = options.sources.cpu = false;
-    for (const std::string& source : request.sources()) {
-      if (source == "sched") {
-        options.sources.sched = true;
-      } else if (source == "cpu") {
-        options.sources.cpu = true;
-      } else {
-        return absl::InvalidArgumentError(
-            fmt::format("sources: unknown source '{}' (known: sched, cpu)", source));
-      }
-    }
+  const std::vector<std::string> sources(request.sources().begin(), request.sources().end());
+  for (absl::Status status : {bpf::ParseSources(sources, &options.sources),
+                              bpf::ParseSampleEvent(request.sample_event(), &options.sources),
+                              bpf::ParseOffCpuStacks(request.offcpu_stacks(), &options.sources)}) {
+    if (!status.ok()) return status;
   }
   if (request.sample_hz() != 0) options.sources.sample_hz = request.sample_hz();
-  if (request.sample_event() == "cycles") {
-    options.sources.sample_event = bpf::SampleEvent::kCycles;
-  } else if (!request.sample_event().empty() && request.sample_event() != "cpu-clock") {
-    return absl::InvalidArgumentError(
-        fmt::format("sample_event '{}': expected cpu-clock or cycles", request.sample_event()));
-  }
   if (request.ring_buffer_size() != 0) options.sources.ring_bytes = request.ring_buffer_size();
   options.sources.follow_children = request.follow_children();
   options.duration_ns = request.duration_ms() * 1'000'000;

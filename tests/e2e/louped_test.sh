@@ -54,6 +54,18 @@ as_nobody "$tracectl" --socket "$sock" attach "$own" --duration 1s -q > "$work/o
   2>&1 || fail "a non-root caller tracing its own process: $(cat "$work/own_trace.out")"
 kill "$own"
 
+# A caller in its own PID namespace names the pid it sees; louped traces
+# the right process and records both ids.
+unshare --pid --fork --mount-proc bash -c '
+  "$1" 30 > "$2/ns_app.out" &
+  until grep -q ready "$2/ns_app.out"; do sleep 0.05; done
+  ns_pid=$(awk "{print \$2}" "$2/ns_app.out")
+  "$3" --socket "$4" attach "$ns_pid" --duration 1s -q -o "$2/ns_traces"
+' _ "$app" "$work" "$tracectl" "$sock" > "$work/ns.out" 2>&1 || fail "attach from a PID namespace: $(cat "$work/ns.out")"
+"$tracectl" verify "$work/ns_traces" > "$work/ns.verify" || fail "$(cat "$work/ns.verify")"
+grep -Eq "processes: [0-9]+\(loupe-demo-app, pid [0-9]+ in its namespace\)" "$work/ns.verify" \
+  || fail "namespace and host pids not both recorded: $(cat "$work/ns.verify")"
+
 # SIGTERM with a session running: sealed, complete, exit 0.
 T attach "$app_pid" --session-id running -q > /dev/null 2>&1 &
 until T status running > /dev/null 2>&1; do sleep 0.1; done

@@ -15,25 +15,13 @@
 #include "sched.skel.h"
 #include "shared/records.h"
 #include "tests/support/privileged.h"
+#include "tests/support/proc_counters.h"
 
 namespace loupe::bpf {
 namespace {
 
 using SchedSkeleton = Skeleton<loupe_sched, loupe_sched__open, loupe_sched__load,
                                loupe_sched__attach, loupe_sched__destroy>;
-
-// voluntary + involuntary context switches of one thread of this process.
-uint64_t ContextSwitches(pid_t tid) {
-  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
-  uint64_t total = 0;
-  for (std::string line; std::getline(status, line);) {
-    if (line.starts_with("voluntary_ctxt_switches:") ||
-        line.starts_with("nonvoluntary_ctxt_switches:")) {
-      total += std::stoull(line.substr(line.find(':') + 1));
-    }
-  }
-  return total;
-}
 
 char ThreadState(pid_t tid) {
   std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
@@ -76,7 +64,7 @@ TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
   ASSERT_EQ(read(done[0], &c, 1), 1);
   const pid_t tid = worker_tid;
   while (ThreadState(tid) != 'S') usleep(1000);
-  const uint64_t expected = ContextSwitches(tid);
+  const uint64_t expected = testing::ContextSwitches(getpid(), tid);
 
   uint64_t switched_out = 0, other_process = 0;
   auto ring =

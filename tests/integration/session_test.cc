@@ -12,6 +12,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/elf_symbols.h"
 #include "tests/support/privileged.h"
+#include "tests/support/proc_counters.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/trace_digest.h"
 
@@ -35,24 +36,12 @@ SessionOptions Options(const std::string& dir, std::vector<uint32_t> pids) {
   return options;
 }
 
-uint64_t ContextSwitches(pid_t pid, pid_t tid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
-  uint64_t total = 0;
-  for (std::string line; std::getline(status, line);) {
-    if (line.starts_with("voluntary_ctxt_switches:") ||
-        line.starts_with("nonvoluntary_ctxt_switches:")) {
-      total += std::stoull(line.substr(line.find(':') + 1));
-    }
-  }
-  return total;
-}
-
 // Waits until the thread sleeps with counters that have stopped moving.
 uint64_t SettledContextSwitches(pid_t pid, pid_t tid) {
-  uint64_t previous = ContextSwitches(pid, tid);
+  uint64_t previous = testing::ContextSwitches(pid, tid);
   while (true) {
     usleep(50'000);
-    const uint64_t now = ContextSwitches(pid, tid);
+    const uint64_t now = testing::ContextSwitches(pid, tid);
     if (now == previous) return now;
     previous = now;
   }

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "daemon/bpf/source_names.h"
 #include "daemon/session/session.h"
 #include "tools/tracectl/daemon_client.h"
 #include "tools/tracectl/exit_codes.h"
@@ -51,41 +52,13 @@ absl::StatusOr<session::SessionOptions> ToSessionOptions(const AttachOptions& o)
   session::SessionOptions options;
   options.pids = o.pids;
   options.caller_uid = getuid();
-  options.sources.sched = options.sources.cpu = false;
-  for (const std::string& source : o.sources) {
-    if (source == "sched") {
-      options.sources.sched = true;
-    } else if (source == "cpu") {
-      options.sources.cpu = true;
-    } else {
-      return absl::InvalidArgumentError(
-          fmt::format("--sources: unknown source '{}' (known: sched, cpu)", source));
-    }
-  }
   options.sources.sample_hz = o.hz;
   options.sources.follow_children = o.follow_children;
   options.sources.ring_bytes = o.ring_buffer_size;
-  if (o.sample_event == "cycles") {
-    options.sources.sample_event = bpf::SampleEvent::kCycles;
-  } else if (o.sample_event != "cpu-clock") {
-    return absl::InvalidArgumentError(
-        fmt::format("--sample-event '{}': expected cpu-clock or cycles", o.sample_event));
-  }
-  options.sources.offcpu_user_stacks = options.sources.offcpu_kernel_stacks = false;
-  if (o.offcpu_stacks != "none") {
-    std::string_view list = o.offcpu_stacks;
-    while (!list.empty()) {
-      const std::string_view item = list.substr(0, list.find(','));
-      list.remove_prefix(std::min(list.size(), item.size() + 1));
-      if (item == "user") {
-        options.sources.offcpu_user_stacks = true;
-      } else if (item == "kernel") {
-        options.sources.offcpu_kernel_stacks = true;
-      } else {
-        return absl::InvalidArgumentError(fmt::format(
-            "--offcpu-stacks '{}': a list of user and kernel, or none", o.offcpu_stacks));
-      }
-    }
+  for (absl::Status status : {bpf::ParseSources(o.sources, &options.sources),
+                              bpf::ParseSampleEvent(o.sample_event, &options.sources),
+                              bpf::ParseOffCpuStacks(o.offcpu_stacks, &options.sources)}) {
+    if (!status.ok()) return status;
   }
   if (!o.duration.empty()) {
     absl::StatusOr<uint64_t> duration = ParseDuration(o.duration);
@@ -182,6 +155,7 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
   request.set_sample_event(attach.sample_event);
   request.set_follow_children(attach.follow_children);
   request.set_ring_buffer_size(attach.ring_buffer_size);
+  request.set_offcpu_stacks(attach.offcpu_stacks);
   request.set_duration_ms(options.duration_ns / 1'000'000);
   request.set_session_id(attach.session_id);
   if (attach.output_given) {  // the daemon's working directory is not ours

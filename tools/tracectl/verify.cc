@@ -56,7 +56,10 @@ SegmentReport VerifySegment(const std::string& path) {
       report.losses[fmt::format("{}/{}", format::LossSourceName(loss->source),
                                 format::LossReasonName(loss->reason))] += loss->count;
     } else if (const auto* process = std::get_if<format::ProcessInfo>(&record.payload)) {
-      report.targets[record.tid] = std::string(process->name);
+      report.targets[record.tid] =
+          process->ns_pid != record.tid
+              ? fmt::format("{}, pid {} in its namespace", process->name, process->ns_pid)
+              : std::string(process->name);
     }
   }
   const format::SegmentReader& r = **reader;
