@@ -31,8 +31,9 @@ constexpr std::array<std::string_view, kMaxLossSource + 1> kSourceNames = {
     "shim",    "merge", "writer",     "shipper", "symbolizer",
 };
 constexpr std::array<std::string_view, kMaxLossReason + 1> kReasonNames = {
-    "unknown",    "ring_full",       "stack_truncated",    "string_truncated", "late",
-    "queue_full", "segment_evicted", "shipping_abandoned", "cap_reached",      "write_failed",
+    "unknown",     "ring_full",    "stack_truncated", "string_truncated",
+    "late",        "queue_full",   "segment_evicted", "shipping_abandoned",
+    "cap_reached", "write_failed", "malformed",
 };
 
 template <typename Names>

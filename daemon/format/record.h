@@ -69,8 +69,9 @@ enum class LossReason : uint8_t {
   kShippingAbandoned,
   kCapReached,
   kWriteFailed,
+  kMalformed,
 };
-inline constexpr int kMaxLossReason = static_cast<int>(LossReason::kWriteFailed);
+inline constexpr int kMaxLossReason = static_cast<int>(LossReason::kMalformed);
 
 std::string_view LossSourceName(LossSource source);
 std::string_view LossReasonName(LossReason reason);

@@ -191,7 +191,7 @@ void Session::OnRecord(std::span<const uint8_t> bytes) {
   drained_bytes_ += bytes.size();
   std::optional<OwnedEvent> event = DecodeBpfRecord(bytes);
   if (!event) {
-    ++stats_.malformed_records;  // a bug on one side of records.h, not a lost event
+    ++malformed_;  // a bug on one side of records.h; reported as a loss
     return;
   }
   reorder_.Add(*std::move(event));
@@ -216,14 +216,13 @@ void Session::Run() {
     nanosleep(&ts, nullptr);
   }
   absl::Status closed = writer_->Close();
+  PublishStats();
   std::lock_guard<std::mutex> lock(mutex_);
   if (!closed.ok()) {
     stats_.last_error = std::string(MessageOf(closed));
     final_status_ = closed;
   }
   stats_.running = false;
-  stats_.bytes_written = writer_->stats().bytes_written;
-  stats_.segments = writer_->stats().segments_sealed;
   finished_ = true;
   finished_changed_.notify_all();
   log_->info("session {}: ended, {} events in {} segment(s)", stats_.id, stats_.events,
@@ -247,11 +246,7 @@ void Session::Cycle(bool final) {
   }
   ReportLosses();
   if (absl::Status status = writer_->Tick(MonotonicNow()); !status.ok()) ++write_errors_;
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.targets.clear();
-  for (const auto& [pid, process] : processes_) stats_.targets.push_back(pid);
-  stats_.bytes_written = writer_->stats().bytes_written;
-  stats_.segments = writer_->stats().segments_sealed;
+  PublishStats();
 }
 
 void Session::ReportLosses() {
@@ -262,6 +257,8 @@ void Session::ReportLosses() {
   reported_ = now;
   Loss(LossSource::kMerge, LossReason::kLate, reorder_.late() - reported_late_);
   reported_late_ = reorder_.late();
+  Loss(LossSource::kMerge, LossReason::kMalformed, malformed_ - reported_malformed_);
+  reported_malformed_ = malformed_;
 }
 
 void Session::Loss(LossSource source, LossReason reason, uint64_t count) {
@@ -344,13 +341,29 @@ void Session::Write(OwnedEvent& event) {
       log_->error("session {}: {}", stats_.id, MessageOf(status));
     }
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.events;
-  ++stats_.events_by_kind[std::string(format::KindName(record.kind()))];
-  if (const auto* loss = std::get_if<format::Loss>(&record.payload)) {
-    stats_.losses[fmt::format("{}/{}", format::LossSourceName(loss->source),
-                              format::LossReasonName(loss->reason))] += loss->count;
+  ++written_;
+  ++written_by_kind_[static_cast<int>(record.kind())];
+  if (const auto* loss = std::get_if<format::Loss>(&record.payload)) {  // rare
+    losses_[fmt::format("{}/{}", format::LossSourceName(loss->source),
+                        format::LossReasonName(loss->reason))] += loss->count;
   }
+}
+
+// Per cycle, not per event: readers of stats() never slow the event path.
+void Session::PublishStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.targets.clear();
+  for (const auto& [pid, process] : processes_) stats_.targets.push_back(pid);
+  stats_.events = written_;
+  for (int kind = 1; kind <= format::kMaxRecordKind; ++kind) {
+    if (written_by_kind_[kind] != 0) {
+      stats_.events_by_kind[std::string(format::KindName(static_cast<format::RecordKind>(kind)))] =
+          written_by_kind_[kind];
+    }
+  }
+  stats_.losses = losses_;
+  stats_.bytes_written = writer_->stats().bytes_written;
+  stats_.segments = writer_->stats().segments_sealed;
 }
 
 absl::Status Session::Stop() {

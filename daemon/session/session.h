@@ -7,6 +7,7 @@
 
 #include <spdlog/logger.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -50,7 +51,6 @@ struct SessionStats {
   std::map<std::string, uint64_t> losses;  // "source/reason" -> count
   uint64_t bytes_written = 0;
   uint64_t segments = 0;
-  uint64_t malformed_records = 0;
   std::string last_error;
 };
 
@@ -79,6 +79,7 @@ class Session {
   void Track(OwnedEvent& event);
   void Write(OwnedEvent& event);
   void ReportLosses();
+  void PublishStats();
   void Loss(format::LossSource source, format::LossReason reason, uint64_t count);
   bool IsTarget(uint32_t tgid) const { return processes_.contains(tgid); }
 
@@ -97,6 +98,12 @@ class Session {
   uint64_t last_time_ns_ = 0;
   uint64_t drained_bytes_ = 0;
   uint64_t write_errors_ = 0;
+  uint64_t malformed_ = 0;
+  uint64_t reported_malformed_ = 0;
+  // Written per event by the session thread, published to stats_ per cycle.
+  uint64_t written_ = 0;
+  std::array<uint64_t, format::kMaxRecordKind + 1> written_by_kind_{};
+  std::map<std::string, uint64_t> losses_;
 
   std::thread thread_;
   std::atomic<bool> stop_requested_ = false;

@@ -1,0 +1,81 @@
+// Records from the BPF ring, decoded: whole records come back as events;
+// short, oversized, or self-contradicting ones are refused (the session
+// counts them as malformed losses), never read past their end.
+#include "daemon/session/bpf_record_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "shared/records.h"
+
+namespace loupe::session {
+namespace {
+
+template <typename T>
+std::vector<uint8_t> Bytes(const T& record, size_t size = sizeof(T)) {
+  std::vector<uint8_t> bytes(size);
+  std::memcpy(bytes.data(), &record, std::min(size, sizeof(T)));
+  return bytes;
+}
+
+loupe_sched_switch Switch(uint16_t user, uint16_t kernel) {
+  loupe_sched_switch r{};
+  r.hdr = {LOUPE_REC_SCHED_SWITCH, 0, 1, 5000};
+  r.prev_tid = 10;
+  r.prev_tgid = 10;
+  r.next_tid = 20;
+  r.next_tgid = 20;
+  r.prev_state = 1;
+  r.user_depth = user;
+  r.kernel_depth = kernel;
+  for (int i = 0; i < user + kernel; ++i) r.frames[i] = 0x1000 + i;
+  return r;
+}
+
+TEST(BpfRecordDecoderTest, SwitchWithStacks) {
+  const loupe_sched_switch record = Switch(2, 3);
+  std::optional<OwnedEvent> event =
+      DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames) + 5 * 8));
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->record.time_ns, 5000u);
+  EXPECT_EQ(event->record.tid, 10u);
+  EXPECT_EQ(event->record.cpu, 1u);
+  EXPECT_EQ(std::get<format::SchedSwitch>(event->record.payload).next_tid, 20u);
+  EXPECT_EQ(event->UserStack().size(), 2u);
+  ASSERT_EQ(event->KernelStack().size(), 3u);
+  EXPECT_EQ(event->KernelStack()[0], 0x1002u);
+  EXPECT_EQ(event->next_tgid, 20u);
+}
+
+TEST(BpfRecordDecoderTest, MalformedRecordsAreRefused) {
+  EXPECT_FALSE(DecodeBpfRecord({}));
+  const loupe_sched_switch record = Switch(2, 3);
+  // Depths claiming more frames than the record carries.
+  EXPECT_FALSE(DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames) + 4 * 8)));
+  // Shorter than the fixed part.
+  EXPECT_FALSE(DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames) - 1)));
+  // Longer than any such record can be.
+  EXPECT_FALSE(DecodeBpfRecord(Bytes(record, sizeof record + 8)));
+  loupe_record_header unknown{99, sizeof(loupe_record_header), 0, 1};
+  EXPECT_FALSE(DecodeBpfRecord(Bytes(unknown)));
+  loupe_sched_wakeup wakeup{};
+  wakeup.hdr = {LOUPE_REC_SCHED_WAKEUP, sizeof wakeup, 0, 1};
+  EXPECT_TRUE(DecodeBpfRecord(Bytes(wakeup)));
+  EXPECT_FALSE(DecodeBpfRecord(Bytes(wakeup, sizeof wakeup - 4)));
+}
+
+TEST(BpfRecordDecoderTest, NamesStopAtTheirTerminatorOrLength) {
+  loupe_thread_name name{};
+  name.hdr = {LOUPE_REC_THREAD_NAME, sizeof name, 0, 1};
+  name.tid = 7;
+  name.tgid = 7;
+  std::memset(name.comm, 'x', sizeof name.comm);  // no terminator at all
+  std::optional<OwnedEvent> event = DecodeBpfRecord(Bytes(name));
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->text, std::string(sizeof name.comm, 'x'));
+}
+
+}  // namespace
+}  // namespace loupe::session
