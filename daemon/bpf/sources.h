@@ -5,6 +5,7 @@
 #ifndef LOUPE_DAEMON_BPF_SOURCES_H_
 #define LOUPE_DAEMON_BPF_SOURCES_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>

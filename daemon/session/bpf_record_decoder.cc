@@ -7,21 +7,24 @@
 namespace loupe::session {
 namespace {
 
+// Copies only the fixed part: a record with stacks is up to 2 KiB, and its
+// frames are read straight from the ring bytes by TakeStacks.
 template <typename T>
 bool Load(std::span<const uint8_t> bytes, size_t fixed_part, T* out) {
   if (bytes.size() < fixed_part || bytes.size() > sizeof(T)) return false;
-  std::memset(out, 0, sizeof(T));
-  std::memcpy(out, bytes.data(), bytes.size());
+  std::memcpy(out, bytes.data(), fixed_part);
   return true;
 }
 
 std::string CString(const char* text, size_t max) { return std::string(text, strnlen(text, max)); }
 
 // Stacks follow the fixed part: user frames, then kernel frames.
-bool TakeStacks(const __u64* frames, uint16_t user, uint16_t kernel, size_t available,
+bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user, uint16_t kernel,
                 OwnedEvent* event) {
-  if (size_t{user} + kernel > available) return false;
-  event->frames.assign(frames, frames + user + kernel);
+  const size_t count = size_t{user} + kernel;
+  if (count > (bytes.size() - fixed_part) / sizeof(uint64_t)) return false;
+  event->frames.resize(count);
+  std::memcpy(event->frames.data(), bytes.data() + fixed_part, count * sizeof(uint64_t));
   event->user_depth = user;
   return true;
 }
@@ -41,7 +44,7 @@ std::optional<OwnedEvent> DecodeBpfRecord(std::span<const uint8_t> bytes) {
       loupe_sched_switch r;
       const size_t fixed = offsetof(loupe_sched_switch, frames);
       if (!Load(bytes, fixed, &r)) return std::nullopt;
-      if (!TakeStacks(r.frames, r.user_depth, r.kernel_depth, (bytes.size() - fixed) / 8, &event)) {
+      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, &event)) {
         return std::nullopt;
       }
       event.record.tid = r.prev_tid;
@@ -94,7 +97,7 @@ std::optional<OwnedEvent> DecodeBpfRecord(std::span<const uint8_t> bytes) {
       loupe_cpu_sample r;
       const size_t fixed = offsetof(loupe_cpu_sample, frames);
       if (!Load(bytes, fixed, &r)) return std::nullopt;
-      if (!TakeStacks(r.frames, r.user_depth, r.kernel_depth, (bytes.size() - fixed) / 8, &event)) {
+      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, &event)) {
         return std::nullopt;
       }
       event.record.tid = r.tid;

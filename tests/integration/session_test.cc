@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 
 #include "tests/support/child_process.h"
 #include "tests/support/elf_symbols.h"
@@ -110,7 +111,7 @@ TEST_P(CpuRatioTest, SampleSplitFollowsTheWorkAndStacksReachMain) {
   const std::vector<std::string> done = program.ReadWords();
   ASSERT_EQ(done.size(), 3u);
   const double measured_share_a = std::stod(done[1]);  // what the program timed
-  const double cpu_seconds = std::stod(done[2]);        // samples follow CPU time
+  const double cpu_seconds = std::stod(done[2]);       // samples follow CPU time
   ASSERT_TRUE((*session)->Stop().ok());
 
   const TraceDigest trace = DigestTrace(dir.path());
@@ -220,6 +221,7 @@ TEST(SessionTest, TargetExitingEndsTheSessionHonestly) {
   auto session =
       Session::Start(Options(dir.path(), {static_cast<uint32_t>(program.pid())}), QuietLog());
   ASSERT_TRUE(session.ok());
+  const uint32_t pid = static_cast<uint32_t>(program.pid());  // Wait() forgets it
   program.WriteLine("go");
   ASSERT_EQ(program.ReadWords().at(0), "done");
   program.CloseStdin();
@@ -228,8 +230,7 @@ TEST(SessionTest, TargetExitingEndsTheSessionHonestly) {
   ASSERT_TRUE((*session)->Stop().ok());
   const TraceDigest trace = DigestTrace(dir.path());
   EXPECT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
-  EXPECT_TRUE(trace.exited_processes.contains(static_cast<uint32_t>(program.pid())) ||
-              trace.exited_processes.size() == 1);
+  EXPECT_EQ(trace.exited_processes, std::set<uint32_t>{pid});
   EXPECT_TRUE(trace.losses.empty());
 }
 

@@ -46,41 +46,47 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::s
   return std::unique_ptr<DaemonClient>(new DaemonClient(std::move(stub)));
 }
 
-absl::StatusOr<v1::AttachResponse> DaemonClient::Attach(const v1::AttachRequest& request) {
+namespace {
+
+// One unary call with a deadline; a failure becomes a Status naming louped.
+template <typename Request, typename Response>
+absl::StatusOr<Response> Call(grpc::Status (v1::Control::Stub::*method)(grpc::ClientContext*,
+                                                                        const Request&, Response*),
+                              v1::Control::Stub* stub, const Request& request,
+                              std::chrono::seconds deadline) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::AttachResponse response;
-  if (absl::Status status = FromGrpc(stub_->control->Attach(&context, request, &response));
-      !status.ok()) {
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+  Response response;
+  if (absl::Status status = FromGrpc((stub->*method)(&context, request, &response)); !status.ok()) {
     return status;
   }
   return response;
 }
 
+}  // namespace
+
+absl::StatusOr<v1::AttachResponse> DaemonClient::Attach(const v1::AttachRequest& request) {
+  // Loading BPF programs can take a while on a busy machine.
+  return Call(&v1::Control::Stub::Attach, stub_->control.get(), request, std::chrono::seconds(30));
+}
+
 absl::StatusOr<v1::SessionStatus> DaemonClient::Detach(const std::string& session_id) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   v1::DetachRequest request;
   request.set_session_id(session_id);
-  v1::DetachResponse response;
-  if (absl::Status status = FromGrpc(stub_->control->Detach(&context, request, &response));
-      !status.ok()) {
-    return status;
-  }
-  return response.final_status();
+  // Detaching drains and seals: allow for a full reorder window and fsync.
+  absl::StatusOr<v1::DetachResponse> response =
+      Call(&v1::Control::Stub::Detach, stub_->control.get(), request, std::chrono::seconds(60));
+  if (!response.ok()) return response.status();
+  return response->final_status();
 }
 
 absl::StatusOr<std::vector<v1::SessionStatus>> DaemonClient::Status(const std::string& session_id) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::StatusRequest request;
   request.set_session_id(session_id);
-  v1::StatusResponse response;
-  if (absl::Status status = FromGrpc(stub_->control->Status(&context, request, &response));
-      !status.ok()) {
-    return status;
-  }
-  return std::vector<v1::SessionStatus>(response.sessions().begin(), response.sessions().end());
+  absl::StatusOr<v1::StatusResponse> response =
+      Call(&v1::Control::Stub::Status, stub_->control.get(), request, std::chrono::seconds(10));
+  if (!response.ok()) return response.status();
+  return std::vector<v1::SessionStatus>(response->sessions().begin(), response->sessions().end());
 }
 
 absl::Status DaemonClient::Watch(const std::string& session_id, uint32_t interval_ms,
