@@ -17,6 +17,18 @@ enum loupe_record_type {
 	LOUPE_REC_THREAD_EXIT = 5,
 	LOUPE_REC_THREAD_NAME = 6,
 	LOUPE_REC_CPU_SAMPLE = 7,
+	/* From the shim (loupe/loupe.h): struct loupe_shim_event, except instant. */
+	LOUPE_REC_SPAN_BEGIN = 8,  /* name, span id, parent id, operation id */
+	LOUPE_REC_SPAN_END = 9,    /* span id */
+	LOUPE_REC_INSTANT = 10,    /* struct loupe_shim_instant */
+	LOUPE_REC_COUNTER = 11,    /* name, value type, value bits */
+	LOUPE_REC_OPERATION_BEGIN = 12, /* operation id, name */
+	LOUPE_REC_OPERATION_END = 13,   /* operation id */
+	LOUPE_REC_SHIM_THREAD_NAME = 14, /* name */
+	LOUPE_REC_TRIGGER = 15,    /* name */
+	LOUPE_REC_USDT = 16,       /* struct loupe_usdt_event */
+	LOUPE_REC_UPROBE_ENTRY = 17, /* struct loupe_uprobe_event */
+	LOUPE_REC_UPROBE_RETURN = 18,
 };
 
 /* Per-CPU counters of everything a BPF program could not deliver whole. */
@@ -26,6 +38,9 @@ enum loupe_counter {
 	LOUPE_CNT_STACK_TRUNCATED_SCHED = 2,
 	LOUPE_CNT_STACK_TRUNCATED_CPU = 3,
 	LOUPE_CNT_TARGETS_FULL = 4, /* a child to follow did not fit the target map */
+	LOUPE_CNT_RING_FULL_SHIM = 5,
+	LOUPE_CNT_RING_FULL_USDT = 6,
+	LOUPE_CNT_RING_FULL_UPROBE = 7,
 	LOUPE_CNT_MAX,
 };
 
@@ -102,6 +117,91 @@ struct loupe_cpu_sample {
 	__u16 kernel_depth;
 	__u32 pad;
 	__u64 frames[2 * LOUPE_MAX_STACK_DEPTH];
+};
+
+/* Shim probes pass up to four 64-bit values in rdi, rsi, rdx, rcx (see
+ * loupe/loupe.h); names travel as addresses that the daemon reads once. */
+struct loupe_shim_event {
+	struct loupe_record_header hdr;
+	__u32 tid;
+	__u32 tgid;
+	__u64 args[4];
+};
+
+#define LOUPE_SHIM_MAX_FIELDS 8
+#define LOUPE_SHIM_MAX_STRING 64
+
+/* struct loupe_field of loupe/loupe.h, as it lies in the application. */
+struct loupe_shim_field {
+	__u64 key; /* address of the name */
+	__u32 type;
+	__u32 length;
+	__u64 value;
+};
+
+/* Cut after the fields when no field is a string. */
+struct loupe_shim_instant {
+	struct loupe_record_header hdr;
+	__u32 tid;
+	__u32 tgid;
+	__u64 name;
+	__u64 operation;
+	__u32 count;      /* fields copied */
+	__u32 read_error; /* the field array or a string could not be read */
+	struct loupe_shim_field fields[LOUPE_SHIM_MAX_FIELDS];
+	char strings[LOUPE_SHIM_MAX_FIELDS][LOUPE_SHIM_MAX_STRING];
+};
+
+/* USDT arguments as the daemon decoded each site's note. */
+#define LOUPE_USDT_MAX_ARGS 12
+#define LOUPE_USDT_MAX_STRING 128
+#define LOUPE_USDT_MAX_SPECS 4096
+
+enum loupe_usdt_arg_kind {
+	LOUPE_USDT_CONST = 1,     /* value */
+	LOUPE_USDT_REG = 2,       /* the register at reg_offset in pt_regs */
+	LOUPE_USDT_REG_DEREF = 3, /* memory at register + value */
+	LOUPE_USDT_IP_DEREF = 4,  /* memory at the probe's address + value (RIP-relative) */
+};
+
+struct loupe_usdt_arg {
+	__s64 value;
+	__u16 reg_offset;
+	__u8 kind;
+	__u8 size; /* 1, 2, 4 or 8 bytes */
+	__u8 is_signed;
+	__u8 pad[3];
+};
+
+struct loupe_usdt_spec {
+	__u32 probe; /* the daemon's probe id */
+	__u8 arg_count;
+	__s8 string_arg; /* the argument to read a string from, -1: none */
+	__u16 pad;
+	struct loupe_usdt_arg args[LOUPE_USDT_MAX_ARGS];
+};
+
+/* Cut after the string (or before it when none was asked for). */
+struct loupe_usdt_event {
+	struct loupe_record_header hdr;
+	__u32 tid;
+	__u32 tgid;
+	__u32 probe;
+	__u16 arg_count;
+	__s16 string_length; /* bytes copied with the NUL, < 0: a read error */
+	__s64 args[LOUPE_USDT_MAX_ARGS];
+	char string[LOUPE_USDT_MAX_STRING];
+};
+
+/* The uprobe's bpf cookie: probe id << 8 | integer arguments to capture. */
+#define LOUPE_UPROBE_MAX_ARGS 6
+struct loupe_uprobe_event {
+	struct loupe_record_header hdr;
+	__u32 tid;
+	__u32 tgid;
+	__u32 probe;
+	__u32 arg_count;
+	__s64 values[LOUPE_UPROBE_MAX_ARGS]; /* arguments, or the return value first */
 };
 
 #endif /* LOUPE_BPF_SHARED_RECORDS_H_ */

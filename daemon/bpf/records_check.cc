@@ -26,6 +26,16 @@ static_assert(sizeof(loupe_process_exec) == 24 + LOUPE_PATH_LEN);
 static_assert(sizeof(loupe_thread_exit) == 32);
 static_assert(sizeof(loupe_thread_name) == 24 + LOUPE_COMM_LEN);
 
+static_assert(sizeof(loupe_shim_event) == 56);
+static_assert(sizeof(loupe_shim_field) == 24);
+static_assert(offsetof(loupe_shim_instant, fields) == 48);
+static_assert(offsetof(loupe_shim_instant, strings) == 48 + 24 * LOUPE_SHIM_MAX_FIELDS);
+static_assert(sizeof(loupe_usdt_arg) == 16);
+static_assert(sizeof(loupe_usdt_spec) == 8 + 16 * LOUPE_USDT_MAX_ARGS);
+static_assert(offsetof(loupe_usdt_event, args) == 32);
+static_assert(offsetof(loupe_usdt_event, string) == 32 + 8 * LOUPE_USDT_MAX_ARGS);
+static_assert(sizeof(loupe_uprobe_event) == 32 + 8 * LOUPE_UPROBE_MAX_ARGS);
+
 static_assert(offsetof(loupe_cpu_sample, user_depth) == 24);
 static_assert(offsetof(loupe_cpu_sample, frames) == 32);
 static_assert(sizeof(loupe_cpu_sample) == 32 + 2 * 8 * LOUPE_MAX_STACK_DEPTH);

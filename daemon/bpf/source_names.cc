@@ -7,15 +7,17 @@ namespace loupe::bpf {
 absl::Status ParseSources(const std::vector<std::string>& names, SourceOptions* options) {
   if (names.empty()) return absl::OkStatus();
   SourceOptions parsed = *options;
-  parsed.sched = parsed.cpu = false;
+  parsed.sched = parsed.cpu = parsed.shim = false;
   for (const std::string& name : names) {
     if (name == "sched") {
       parsed.sched = true;
     } else if (name == "cpu") {
       parsed.cpu = true;
+    } else if (name == "shim") {
+      parsed.shim = true;
     } else {
       return absl::InvalidArgumentError(
-          fmt::format("sources: unknown source '{}' (known: sched, cpu)", name));
+          fmt::format("sources: unknown source '{}' (known: sched, cpu, shim)", name));
     }
   }
   *options = parsed;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <optional>
 
+#include "daemon/bpf/probe_links.h"
 #include "daemon/bpf/skeleton.h"
 #include "profile.skel.h"
 #include "sched.skel.h"
@@ -24,6 +25,11 @@ using ProfileSkeleton = Skeleton<loupe_profile, loupe_profile__open, loupe_profi
 struct LinkFree {
   void operator()(bpf_link* link) const { bpf_link__destroy(link); }
 };
+
+// One ring, one target map, one set of counters for the whole session.
+SessionMaps SessionMapsOf(const loupe_sched* sched) {
+  return {sched->maps.events, sched->maps.target_tgids, sched->maps.counters};
+}
 
 bool IsSchedOnly(std::string_view program) {
   return program.starts_with("handle_sched_switch") || program.starts_with("handle_sched_wakeup");
@@ -82,15 +88,12 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints) {
 absl::Status Sources::OpenSampling(const SourceOptions& options) {
   absl::StatusOr<ProfileSkeleton> profile = ProfileSkeleton::Open("profile");
   if (!profile.ok()) return profile.status();
-  loupe_sched* sched = objects_->sched->get();
-  // One ring, one target map, one set of counters for the whole session.
-  for (auto [mine, shared] : {std::pair{(*profile)->maps.events, sched->maps.events},
-                              std::pair{(*profile)->maps.target_tgids, sched->maps.target_tgids},
-                              std::pair{(*profile)->maps.counters, sched->maps.counters}}) {
-    if (int error = bpf_map__reuse_fd(mine, bpf_map__fd(shared)); error != 0) {
-      return absl::InternalError(
-          fmt::format("share map {}: {}", bpf_map__name(mine), std::strerror(-error)));
-    }
+  if (absl::Status status = ShareSessionMaps(SessionMapsOf(objects_->sched->get()),
+                                              {(*profile)->maps.events,
+                                               (*profile)->maps.target_tgids,
+                                               (*profile)->maps.counters});
+      !status.ok()) {
+    return status;
   }
   if (absl::Status status = profile->Load(); !status.ok()) return status;
 
@@ -141,7 +144,8 @@ absl::Status Sources::OpenSampling(const SourceOptions& options) {
 
 absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& options,
                                                         const std::vector<uint32_t>& tgids,
-                                                        RingBuffer::Handler handler) {
+                                                        RingBuffer::Handler handler,
+                                                        const probes::ProbePlan& plan) {
   if (absl::Status status = ValidateSourceOptions(options); !status.ok()) return status;
   std::unique_ptr<Sources> sources(new Sources());
   // Feature probe: BTF-typed tracepoints where the kernel has them.
@@ -171,6 +175,17 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
     if (absl::Status status = sources->OpenSampling(options); !status.ok()) return status;
   }
   sources->features_["follow_children"] = options.follow_children ? "in BPF on fork" : "off";
+  if (!plan.attachments.empty()) {
+    absl::StatusOr<std::unique_ptr<ProbeLinks>> links =
+        ProbeLinks::Attach(plan, options.follow_children,
+                           SessionMapsOf(sources->objects_->sched->get()), &sources->warnings_);
+    if (!links.ok()) return links.status();
+    sources->probes_ = *std::move(links);
+    sources->features_["uprobes"] =
+        fmt::format("{} of {} sites attached{}", sources->probes_->attached(),
+                    plan.attachments.size(),
+                    options.follow_children ? " in every process, targets filtered in BPF" : "");
+  }
   return sources;
 }
 
@@ -187,7 +202,10 @@ BpfCounters Sources::ReadCounters() const {
   return totals;
 }
 
+size_t Sources::probe_sites() const { return probes_ ? probes_->attached() : 0; }
+
 void Sources::Detach() {
+  if (probes_) probes_->Detach();  // the kernel lowers the USDT semaphores
   objects_->sample_links.clear();
   perf_events_.clear();
   if (objects_->sched) {

@@ -15,15 +15,19 @@
 #include "absl/status/statusor.h"
 #include "daemon/base/scoped_fd.h"
 #include "daemon/bpf/ring_buffer.h"
+#include "daemon/probes/probe_plan.h"
 #include "shared/records.h"
 
 namespace loupe::bpf {
+
+class ProbeLinks;
 
 enum class SampleEvent { kCpuClock, kCycles };
 
 struct SourceOptions {
   bool sched = true;  // switches and wakeups (process lifecycle is always on)
   bool cpu = true;    // CPU sampling
+  bool shim = true;   // the probes of loupe/loupe.h, wherever the targets have them
   uint32_t sample_hz = 99;
   SampleEvent sample_event = SampleEvent::kCpuClock;
   bool follow_children = false;
@@ -40,16 +44,20 @@ using BpfCounters = std::array<uint64_t, LOUPE_CNT_MAX>;
 class Sources {
  public:
   // Loads, adds `tgids` as targets, then attaches: no event of a target is
-  // missed between attach and the target map being filled.
+  // missed between attach and the target map being filled. Probe sites that
+  // cannot be attached end up in warnings().
   static absl::StatusOr<std::unique_ptr<Sources>> Start(const SourceOptions& options,
                                                         const std::vector<uint32_t>& tgids,
-                                                        RingBuffer::Handler handler);
+                                                        RingBuffer::Handler handler,
+                                                        const probes::ProbePlan& plan);
   ~Sources();
 
   absl::StatusOr<size_t> Drain() { return ring_->Drain(); }
   BpfCounters ReadCounters() const;
   // Which kernel paths were taken ("sched_tracepoints" -> "tp_btf", ...).
   const std::map<std::string, std::string>& features() const { return features_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  size_t probe_sites() const;  // uprobes attached
   // Stops new events; what is in the ring can still be drained.
   void Detach();
 
@@ -62,6 +70,8 @@ class Sources {
   std::unique_ptr<Objects> objects_;
   std::vector<ScopedFd> perf_events_;
   std::unique_ptr<RingBuffer> ring_;
+  std::unique_ptr<ProbeLinks> probes_;
+  std::vector<std::string> warnings_;
   std::map<std::string, std::string> features_;
 };
 

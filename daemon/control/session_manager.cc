@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "daemon/bpf/source_names.h"
+#include "daemon/probes/probe_plan.h"
+#include "daemon/session/content_policy.h"
 
 namespace loupe::control {
 namespace {
@@ -28,6 +30,18 @@ absl::StatusOr<session::SessionOptions> SessionManager::OptionsFor(
   if (request.sample_hz() != 0) options.sources.sample_hz = request.sample_hz();
   if (request.ring_buffer_size() != 0) options.sources.ring_bytes = request.ring_buffer_size();
   options.sources.follow_children = request.follow_children();
+  const std::vector<std::string> usdt(request.usdt().begin(), request.usdt().end());
+  const std::vector<std::string> uprobes(request.uprobes().begin(), request.uprobes().end());
+  if (absl::Status status = probes::ParseProbeRequests(usdt, uprobes, &options.probes);
+      !status.ok()) {
+    return status;
+  }
+  if (!request.content_policy().empty()) {
+    absl::StatusOr<session::ContentPolicy> policy =
+        session::ParseContentPolicy(request.content_policy());
+    if (!policy.ok()) return policy.status();
+    options.content_policy = *policy;
+  }
   options.duration_ns = request.duration_ms() * 1'000'000;
   if (!request.output_dir().empty()) {
     // A non-root caller's files land where the caller could write itself.
@@ -63,7 +77,10 @@ absl::StatusOr<v1::AttachResponse> SessionManager::Attach(const v1::AttachReques
   v1::AttachResponse response;
   response.set_session_id(options->writer.session_id);
   response.set_output_dir(options->writer.directory);
-  for (uint32_t pid : (*started)->stats().targets) response.add_global_pids(pid);
+  const session::SessionStats stats = (*started)->stats();
+  for (uint32_t pid : stats.targets) response.add_global_pids(pid);
+  for (const std::string& warning : stats.warnings) response.add_warnings(warning);
+  response.set_probe_sites(stats.probe_sites);
   log_->info("session {}: attached for uid {} (pid {})", response.session_id(), caller.uid,
              caller.pid);
   sessions_[response.session_id()] = {*std::move(started), caller.uid};

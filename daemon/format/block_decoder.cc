@@ -299,6 +299,7 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       CpuSample r;
       r.user_stack = StackOf(c[0]);
       r.kernel_stack = StackOf(c[1]);
+      r.operation_id = c[2].D(f);
       record->payload = r;
       return true;
     }
@@ -310,6 +311,7 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       r.waker_tid = c[3].U32(f);
       r.user_stack = StackOf(c[4]);
       r.kernel_stack = StackOf(c[5]);
+      r.operation_id = c[6].D(f);
       record->payload = r;
       return true;
     }

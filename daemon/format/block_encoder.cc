@@ -69,6 +69,7 @@ struct BlockEncoder::PayloadEncoder {
     VarintColumn* c = e->Group(RecordKind::kCpuSample);
     c[0].Put(e->InternStack(r.user_stack));
     c[1].Put(e->InternStack(r.kernel_stack));
+    c[2].PutDelta(r.operation_id);
   }
   void operator()(const OffCpu& r) {
     VarintColumn* c = e->Group(RecordKind::kOffCpu);
@@ -78,6 +79,7 @@ struct BlockEncoder::PayloadEncoder {
     c[3].Put(r.waker_tid);
     c[4].Put(e->InternStack(r.user_stack));
     c[5].Put(e->InternStack(r.kernel_stack));
+    c[6].PutDelta(r.operation_id);
   }
   void operator()(const UprobeEntry& r) {
     VarintColumn* c = e->Group(RecordKind::kUprobeEntry);

@@ -32,7 +32,7 @@ inline constexpr uint32_t kCpus = 11;
 // The column group of kind k is EventBlock field kGroupFieldBase + k; column
 // c (0-based) of a group is its field c + 1.
 inline constexpr uint32_t kGroupFieldBase = 16;
-inline constexpr int kMaxColumnsPerKind = 6;
+inline constexpr int kMaxColumnsPerKind = 7;
 // Tids are predicted for events on cpus below this (see EventBlock.tids).
 inline constexpr size_t kPredictedCpus = 1024;
 

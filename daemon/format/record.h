@@ -154,6 +154,7 @@ struct SchedWakeup {
 struct CpuSample {
   Stack user_stack;
   Stack kernel_stack;
+  uint64_t operation_id = 0;  // the shim operation the thread was bound to, 0 = none
 };
 struct OffCpu {  // the record's time is the switch-in
   uint64_t duration_ns = 0;
@@ -162,6 +163,7 @@ struct OffCpu {  // the record's time is the switch-in
   uint32_t waker_tid = 0;
   Stack user_stack;
   Stack kernel_stack;
+  uint64_t operation_id = 0;
 };
 struct UprobeEntry {
   std::string_view probe;

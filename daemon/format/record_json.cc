@@ -106,11 +106,13 @@ struct PayloadJson {
   }
   void operator()(const CpuSample& r) {
     o.Stack("user_stack", r.user_stack).Stack("kernel_stack", r.kernel_stack);
+    o.Num("operation_id", r.operation_id);
   }
   void operator()(const OffCpu& r) {
     o.Num("duration_ns", r.duration_ns).Num("runq_ns", r.runq_ns);
     o.Num("prev_state", r.prev_state).Num("waker_tid", r.waker_tid);
     o.Stack("user_stack", r.user_stack).Stack("kernel_stack", r.kernel_stack);
+    o.Num("operation_id", r.operation_id);
   }
   void operator()(const UprobeEntry& r) { o.Str("probe", r.probe).Args("args", r.args); }
   void operator()(const UprobeReturn& r) {

@@ -12,11 +12,23 @@
 
 namespace loupe::session {
 
+// A field of an instant event with its key and text owned.
+struct OwnedField {
+  std::string key;
+  format::ValueType type = format::ValueType::kInt;
+  uint64_t bits = 0;
+  std::string text;
+};
+
 struct OwnedEvent {
   format::Record record;         // views are set by View()
   std::vector<uint64_t> frames;  // user frames, then kernel frames
   uint16_t user_depth = 0;
   std::string text;  // a name or a path
+  std::string value_text;         // a USDT string argument
+  std::vector<int64_t> args;      // of a USDT or uprobe event
+  std::vector<OwnedField> fields;  // of an instant event
+  std::vector<format::Field> field_views;
   // For switches: the processes on both sides (targets are decided by tgid).
   uint32_t prev_tgid = 0;
   uint32_t next_tgid = 0;
@@ -37,6 +49,24 @@ struct OwnedEvent {
       thread->name = text;
     } else if (auto* exec = std::get_if<format::ProcessExec>(&record.payload)) {
       exec->filename = text;
+    } else if (auto* usdt = std::get_if<format::UsdtEvent>(&record.payload)) {
+      usdt->args = args;
+      usdt->str_arg = value_text;
+    } else if (auto* entry = std::get_if<format::UprobeEntry>(&record.payload)) {
+      entry->args = args;
+    } else if (auto* span = std::get_if<format::SpanBegin>(&record.payload)) {
+      span->name = text;
+    } else if (auto* counter = std::get_if<format::Counter>(&record.payload)) {
+      counter->name = text;
+    } else if (auto* operation = std::get_if<format::OperationBegin>(&record.payload)) {
+      operation->name = text;
+    } else if (auto* instant = std::get_if<format::Instant>(&record.payload)) {
+      instant->name = text;
+      field_views.clear();
+      for (const OwnedField& field : fields) {
+        field_views.push_back({field.key, {field.type, field.bits, field.text}});
+      }
+      instant->fields = field_views;
     }
     return record;
   }

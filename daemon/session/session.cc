@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "daemon/base/status_util.h"
@@ -42,6 +43,9 @@ constexpr CounterMeaning kCounterMeanings[] = {
     {LOUPE_CNT_STACK_TRUNCATED_SCHED, LossSource::kSched, LossReason::kStackTruncated},
     {LOUPE_CNT_STACK_TRUNCATED_CPU, LossSource::kCpuSample, LossReason::kStackTruncated},
     {LOUPE_CNT_TARGETS_FULL, LossSource::kSched, LossReason::kCapReached},
+    {LOUPE_CNT_RING_FULL_SHIM, LossSource::kShim, LossReason::kRingFull},
+    {LOUPE_CNT_RING_FULL_USDT, LossSource::kUsdt, LossReason::kRingFull},
+    {LOUPE_CNT_RING_FULL_UPROBE, LossSource::kUprobe, LossReason::kRingFull},
 };
 
 }  // namespace
@@ -67,6 +71,7 @@ absl::Status ValidateSessionOptions(const SessionOptions& o) {
 Session::Session(SessionOptions options, std::shared_ptr<spdlog::logger> log)
     : options_(std::move(options)),
       log_(std::move(log)),
+      probe_decoder_(&plan_.probe_names, options_.content_policy),
       reorder_(options_.reorder_window_ns, options_.max_pending_events),
       offcpu_([this](uint32_t tgid) { return IsTarget(tgid); }) {}
 
@@ -108,13 +113,22 @@ v1::SegmentHeader Session::Header() const {
   std::vector<std::string> sources;
   if (options_.sources.sched) sources.push_back("sched");
   if (options_.sources.cpu) sources.push_back("cpu");
+  if (options_.sources.shim) sources.push_back("shim");
   config["sources"] = fmt::format("{}", fmt::join(sources, ","));
   config["sample_hz"] = std::to_string(options_.sources.sample_hz);
   config["follow_children"] = options_.sources.follow_children ? "true" : "false";
   config["targets"] = fmt::format("{}", fmt::join(options_.pids, ","));
   config["ring_buffer_size"] = std::to_string(options_.sources.ring_bytes);
   config["reorder_window_ns"] = std::to_string(options_.reorder_window_ns);
-  config["content_policy"] = "default";
+  config["content_policy"] = std::string(ContentPolicyName(options_.content_policy));
+  std::vector<std::string> usdt, uprobes;
+  for (const auto& request : options_.probes.usdt) usdt.push_back(request.text);
+  for (const auto& request : options_.probes.uprobes) uprobes.push_back(request.text);
+  if (!usdt.empty()) config["usdt"] = fmt::format("{}", fmt::join(usdt, " "));
+  if (!uprobes.empty()) config["uprobes"] = fmt::format("{}", fmt::join(uprobes, " "));
+  if (!stats_.warnings.empty()) {
+    config["probe_warnings"] = fmt::format("{}", fmt::join(stats_.warnings, "\n"));
+  }
   if (sources_) {
     for (const auto& [key, value] : sources_->features()) {
       (*header.mutable_kernel_features())[key] = value;
@@ -149,11 +163,26 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   std::vector<uint32_t> tgids;
   for (const auto& [pid, process] : session->processes_) tgids.push_back(pid);
   Session* self = session.get();
-  absl::StatusOr<std::unique_ptr<bpf::Sources>> sources =
-      bpf::Sources::Start(session->options_.sources, tgids,
-                          [self](std::span<const uint8_t> bytes) { self->OnRecord(bytes); });
+  session->plan_ =
+      probes::PlanProbes(tgids, session->options_.probes, session->options_.sources.shim,
+                         session->options_.sources.follow_children);
+  absl::StatusOr<std::unique_ptr<bpf::Sources>> sources = bpf::Sources::Start(
+      session->options_.sources, tgids,
+      [self](std::span<const uint8_t> bytes) { self->OnRecord(bytes); }, session->plan_);
   if (!sources.ok()) return sources.status();
   session->sources_ = *std::move(sources);
+  std::vector<std::string>& warnings = session->stats_.warnings;
+  warnings = session->plan_.warnings;
+  warnings.insert(warnings.end(), session->sources_->warnings().begin(),
+                  session->sources_->warnings().end());
+  for (const std::string& entry : session->plan_.slow_entries) {
+    warnings.push_back(fmt::format(
+        "uprobe at {}: its first instruction is neither push %rbp nor a nop, so the kernel "
+        "single-steps it on every call (several times slower)",
+        entry));
+  }
+  for (const std::string& warning : warnings) session->log_->warn("{}", warning);
+  session->stats_.probe_sites = static_cast<uint32_t>(session->sources_->probe_sites());
 
   // Targets may have started threads or exited between reading /proc and
   // attaching; read them again now that nothing can be missed.
@@ -189,10 +218,21 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
 
 void Session::OnRecord(std::span<const uint8_t> bytes) {
   drained_bytes_ += bytes.size();
-  std::optional<OwnedEvent> event = DecodeBpfRecord(bytes);
+  uint16_t type = 0;
+  if (bytes.size() >= sizeof type) std::memcpy(&type, bytes.data(), sizeof type);
+  std::optional<OwnedEvent> event = ProbeRecordDecoder::Handles(type)
+                                        ? probe_decoder_.Decode(bytes)
+                                        : DecodeBpfRecord(bytes);
   if (!event) {
     ++malformed_;  // a bug on one side of records.h; reported as a loss
     return;
+  }
+  // Names are read from the application now, while it surely runs; a child
+  // that has already exited is read through its parent.
+  if (const auto* fork = std::get_if<format::ProcessFork>(&event->record.payload)) {
+    probe_decoder_.names().OnFork(event->prev_tgid, fork->child_pid);
+  } else if (const auto* exec = std::get_if<format::ProcessExec>(&event->record.payload)) {
+    probe_decoder_.names().OnExec(exec->pid);
   }
   reorder_.Add(*std::move(event));
 }
@@ -259,6 +299,15 @@ void Session::ReportLosses() {
   reported_late_ = reorder_.late();
   Loss(LossSource::kMerge, LossReason::kMalformed, malformed_ - reported_malformed_);
   reported_malformed_ = malformed_;
+  const ProbeLosses& probe = probe_decoder_.losses();
+  ProbeLosses& reported = reported_probe_losses_;
+  Loss(LossSource::kShim, LossReason::kStringTruncated,
+       probe.shim_strings_cut - reported.shim_strings_cut);
+  Loss(LossSource::kUsdt, LossReason::kStringTruncated,
+       probe.usdt_strings_cut - reported.usdt_strings_cut);
+  Loss(LossSource::kShim, LossReason::kMalformed, probe.shim_unreadable - reported.shim_unreadable);
+  Loss(LossSource::kUsdt, LossReason::kMalformed, probe.usdt_unreadable - reported.usdt_unreadable);
+  reported = probe;
 }
 
 void Session::Loss(LossSource source, LossReason reason, uint64_t count) {
@@ -274,8 +323,13 @@ void Session::Loss(LossSource source, LossReason reason, uint64_t count) {
 void Session::Release(OwnedEvent& event) {
   std::optional<OwnedEvent> interval = offcpu_.Observe(event);
   Track(event);
+  operations_.Observe(event.record);
+  calls_.Observe(event.record);
   Write(event);
-  if (interval) Write(*interval);
+  if (interval) {
+    operations_.Observe(interval->record);
+    Write(*interval);
+  }
 }
 
 // Keeps the table of live targets (and so the preamble) current.

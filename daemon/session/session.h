@@ -21,9 +21,14 @@
 #include "absl/status/statusor.h"
 #include "daemon/bpf/sources.h"
 #include "daemon/format/segment_writer.h"
+#include "daemon/probes/probe_plan.h"
+#include "daemon/session/content_policy.h"
 #include "daemon/session/offcpu_tracker.h"
+#include "daemon/session/operation_tracker.h"
 #include "daemon/session/proc.h"
+#include "daemon/session/probe_record_decoder.h"
 #include "daemon/session/reorder_buffer.h"
+#include "daemon/session/uprobe_pairer.h"
 
 namespace loupe::session {
 
@@ -32,6 +37,8 @@ struct SessionOptions {
   uint32_t caller_pid = 0;     // whose PID namespace names them; 0: ours
   uint32_t caller_uid = 0;     // root may trace anything, others only their own
   bpf::SourceOptions sources;
+  probes::ProbeRequests probes;  // the shim, USDT, uprobes
+  ContentPolicy content_policy = ContentPolicy::kNames;
   format::WriterOptions writer;  // directory, session id, rotation, retention
   uint64_t duration_ns = 0;      // 0: until stopped or every target has exited
   uint64_t reorder_window_ns = 50'000'000;
@@ -52,6 +59,9 @@ struct SessionStats {
   uint64_t bytes_written = 0;
   uint64_t segments = 0;
   std::string last_error;
+  // Probes that could not be resolved or attached; the session runs without them.
+  std::vector<std::string> warnings;
+  uint32_t probe_sites = 0;  // attached
 };
 
 class Session {
@@ -90,9 +100,14 @@ class Session {
   // Owned by the session thread once it runs.
   std::map<uint32_t, ProcessIdentity> processes_;  // live targets by global pid
   std::unique_ptr<format::SegmentWriter> writer_;
+  probes::ProbePlan plan_;  // its probe names outlive every event
   std::unique_ptr<bpf::Sources> sources_;
+  ProbeRecordDecoder probe_decoder_;
   ReorderBuffer reorder_;
   OffCpuTracker offcpu_;
+  OperationTracker operations_;
+  UprobePairer calls_;
+  ProbeLosses reported_probe_losses_;
   bpf::BpfCounters reported_{};
   uint64_t reported_late_ = 0;
   uint64_t last_time_ns_ = 0;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "daemon/bpf/source_names.h"
+#include "daemon/probes/probe_plan.h"
 #include "daemon/session/session.h"
 #include "tools/tracectl/daemon_client.h"
 #include "tools/tracectl/exit_codes.h"
@@ -57,9 +58,13 @@ absl::StatusOr<session::SessionOptions> ToSessionOptions(const AttachOptions& o)
   options.sources.ring_bytes = o.ring_buffer_size;
   for (absl::Status status : {bpf::ParseSources(o.sources, &options.sources),
                               bpf::ParseSampleEvent(o.sample_event, &options.sources),
-                              bpf::ParseOffCpuStacks(o.offcpu_stacks, &options.sources)}) {
+                              bpf::ParseOffCpuStacks(o.offcpu_stacks, &options.sources),
+                              probes::ParseProbeRequests(o.usdt, o.uprobes, &options.probes)}) {
     if (!status.ok()) return status;
   }
+  absl::StatusOr<session::ContentPolicy> policy = session::ParseContentPolicy(o.content_policy);
+  if (!policy.ok()) return policy.status();
+  options.content_policy = *policy;
   if (!o.duration.empty()) {
     absl::StatusOr<uint64_t> duration = ParseDuration(o.duration);
     if (!duration.ok()) return duration.status();
@@ -86,7 +91,21 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
       ->add_option("-o,--output", options.output,
                    "Directory for the segments (default: louped's, or ./loupe-traces)")
       ->each([&options](const std::string&) { options.output_given = true; });
-  attach->add_option("--sources", options.sources, "Data sources: sched, cpu")
+  attach
+      ->add_option("--usdt", options.usdt,
+                   "USDT probes of the targets and their libraries: 'provider:name', globs "
+                   "allowed; 'prov:name(str arg0)' also keeps a string argument")
+      ->allow_extra_args(false);
+  attach
+      ->add_option("--uprobe", options.uprobes,
+                   "Functions to probe: 'TARGET:SYMBOL[+OFFSET][(N)][%return]' (TARGET a path or "
+                   "a name like libc; N integer arguments to keep; %return adds latency)")
+      ->allow_extra_args(false);
+  attach
+      ->add_option("--content-policy", options.content_policy,
+                   "String values from the application: names (kept as length + hash) or full")
+      ->capture_default_str();
+  attach->add_option("--sources", options.sources, "Data sources: sched, cpu, shim")
       ->delimiter(',')
       ->capture_default_str();
   attach
@@ -126,6 +145,12 @@ int PrintOutcome(const Outcome& outcome) {
   return lost == 0 ? kExitOk : kExitIncomplete;
 }
 
+// Probes that did not make it are named; the session runs without them.
+void PrintProbes(uint32_t sites, const std::vector<std::string>& warnings) {
+  if (sites != 0) fmt::print(stderr, "tracectl: {} probe site(s) attached\n", sites);
+  for (const std::string& warning : warnings) fmt::print(stderr, "tracectl: warning: {}\n", warning);
+}
+
 void PrintProgress(uint64_t events, uint64_t per_second, uint64_t lost, uint64_t bytes) {
   fmt::print(stderr, "\r{} events/s, {} events, {} lost, {:.1f} MB written   ", per_second, events,
              lost, static_cast<double>(bytes) / 1e6);
@@ -156,6 +181,9 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
   request.set_follow_children(attach.follow_children);
   request.set_ring_buffer_size(attach.ring_buffer_size);
   request.set_offcpu_stacks(attach.offcpu_stacks);
+  for (const std::string& usdt : attach.usdt) request.add_usdt(usdt);
+  for (const std::string& uprobe : attach.uprobes) request.add_uprobes(uprobe);
+  request.set_content_policy(attach.content_policy);
   request.set_duration_ms(options.duration_ns / 1'000'000);
   request.set_session_id(attach.session_id);
   if (attach.output_given) {  // the daemon's working directory is not ours
@@ -164,6 +192,8 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
   absl::StatusOr<v1::AttachResponse> attached = daemon.Attach(request);
   if (!attached.ok()) return Fail(attached.status());
   fmt::print(stderr, "tracectl: louped is tracing; session {}\n", attached->session_id());
+  PrintProbes(attached->probe_sites(),
+              std::vector<std::string>(attached->warnings().begin(), attached->warnings().end()));
 
   const bool live = !attach.quiet && isatty(STDERR_FILENO);
   std::atomic<bool> ended = false;
@@ -220,6 +250,8 @@ int AttachEmbedded(const AttachOptions& attach, session::SessionOptions options)
   absl::StatusOr<std::unique_ptr<session::Session>> session =
       session::Session::Start(std::move(options), log);
   if (!session.ok()) return Fail(session.status());
+  const session::SessionStats started = (*session)->stats();
+  PrintProbes(started.probe_sites, {});  // the session logged its warnings
 
   const bool live = !attach.quiet && isatty(STDERR_FILENO);
   const sigset_t stop = StopSignals();

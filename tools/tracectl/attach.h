@@ -18,9 +18,12 @@ struct AttachOptions {
   uint32_t hz = 99;
   bool follow_children = false;
   std::string output = "loupe-traces";
-  std::vector<std::string> sources = {"sched", "cpu"};
+  std::vector<std::string> sources = {"sched", "cpu", "shim"};
   std::string sample_event = "cpu-clock";
   std::string offcpu_stacks = "user,kernel";  // at switch-out: user, kernel, both or none
+  std::vector<std::string> usdt;     // provider:name
+  std::vector<std::string> uprobes;  // TARGET:SYMBOL...
+  std::string content_policy = "names";
   uint32_t ring_buffer_size = 4 << 20;
   std::string session_id;
   bool quiet = false;

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Probes in the application: the shim's USDT sites (arguments in fixed
+ * registers, so no per-site decoding), USDT sites of any provider (arguments
+ * decoded from the spec the daemon parsed out of the site's note, found by
+ * the attach cookie), and uprobes/uretprobes on functions. */
+#include "include/common.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set when the probes are attached to every process mapping the binary
+ * (following children): then only targets' events are kept. */
+const volatile bool cfg_filter_targets = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LOUPE_USDT_MAX_SPECS);
+	__type(key, __u32);
+	__type(value, struct loupe_usdt_spec);
+} usdt_specs SEC(".maps");
+
+static __always_inline bool wanted(__u64 id)
+{
+	return !cfg_filter_targets || is_target(id >> 32);
+}
+
+static __always_inline int emit_shim(struct pt_regs *ctx, __u16 type)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct loupe_shim_event *rec;
+
+	if (!wanted(id))
+		return 0;
+	rec = reserve_record(sizeof(*rec), type, LOUPE_CNT_RING_FULL_SHIM);
+	if (!rec)
+		return 0;
+	rec->tid = (__u32)id;
+	rec->tgid = id >> 32;
+	rec->args[0] = PT_REGS_PARM1(ctx);
+	rec->args[1] = PT_REGS_PARM2(ctx);
+	rec->args[2] = PT_REGS_PARM3(ctx);
+	rec->args[3] = PT_REGS_PARM4(ctx);
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("uprobe")
+int handle_shim_span_begin(struct pt_regs *ctx)
+{
+	return emit_shim(ctx, LOUPE_REC_SPAN_BEGIN);
+}
+
+SEC("uprobe")
+int handle_shim_span_end(struct pt_regs *ctx)
+{
+	return emit_shim(ctx, LOUPE_REC_SPAN_END);
+}
+
+SEC("uprobe")
+int handle_shim_counter(struct pt_regs *ctx)
+{
+	return emit_shim(ctx, LOUPE_REC_COUNTER);
+}
+
+SEC("uprobe")
+int handle_shim_operation_begin(struct pt_regs *ctx)
+{
+	return emit_shim(ctx, LOUPE_REC_OPERATION_BEGIN);
+}
+
+SEC("uprobe")
+int handle_shim_operation_end(struct pt_regs *ctx)
+{
+	return emit_shim(ctx, LOUPE_REC_OPERATION_END);
+}
+
+SEC("uprobe")
+int handle_shim_thread_name(struct pt_regs *ctx)
+{
+	return emit_shim(ctx, LOUPE_REC_SHIM_THREAD_NAME);
+}
+
+SEC("uprobe")
+int handle_shim_trigger(struct pt_regs *ctx)
+{
+	return emit_shim(ctx, LOUPE_REC_TRIGGER);
+}
+
+/* Instant events: the field array lives in the application's stack frame,
+ * and string values are copied now, bounded, while they still exist. */
+SEC("uprobe")
+int handle_shim_instant(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct loupe_shim_instant *rec;
+	__u64 count = PT_REGS_PARM4(ctx);
+	bool strings = false;
+	__u64 size;
+
+	if (!wanted(id))
+		return 0;
+	rec = scratch_space();
+	if (!rec)
+		return 0;
+	rec->tid = (__u32)id;
+	rec->tgid = id >> 32;
+	rec->name = PT_REGS_PARM1(ctx);
+	rec->operation = PT_REGS_PARM2(ctx);
+	rec->read_error = 0;
+	if (count > LOUPE_SHIM_MAX_FIELDS)
+		count = LOUPE_SHIM_MAX_FIELDS;
+	rec->count = count;
+	if (count > 0 &&
+	    bpf_probe_read_user(rec->fields, count * sizeof(rec->fields[0]),
+				(const void *)PT_REGS_PARM3(ctx)) != 0) {
+		rec->read_error = 1;
+		rec->count = 0;
+	}
+	for (__u32 i = 0; i < LOUPE_SHIM_MAX_FIELDS && i < rec->count; i++) {
+		struct loupe_shim_field *field = &rec->fields[i];
+		__u32 length = field->length;
+
+		if (field->type != 5 /* LOUPE_FIELD_STRING */)
+			continue;
+		strings = true;
+		if (length > LOUPE_SHIM_MAX_STRING)
+			length = LOUPE_SHIM_MAX_STRING;
+		if (length > 0 &&
+		    bpf_probe_read_user(rec->strings[i], length, (const void *)field->value) != 0)
+			rec->read_error = 1;
+	}
+	size = strings ? sizeof(*rec) : __builtin_offsetof(struct loupe_shim_instant, strings);
+	fill_header(&rec->hdr, LOUPE_REC_INSTANT, size);
+	submit(rec, size, sizeof(*rec), LOUPE_CNT_RING_FULL_SHIM);
+	return 0;
+}
+
+static __always_inline __s64 usdt_arg(struct pt_regs *ctx, const struct loupe_usdt_arg *arg)
+{
+	__u64 value = 0;
+	__u64 address;
+	__u32 shift;
+
+	switch (arg->kind) {
+	case LOUPE_USDT_CONST:
+		return arg->value;
+	case LOUPE_USDT_REG:
+		bpf_probe_read_kernel(&value, sizeof(value), (void *)ctx + (arg->reg_offset & 0xff));
+		break;
+	case LOUPE_USDT_REG_DEREF:
+		bpf_probe_read_kernel(&address, sizeof(address), (void *)ctx + (arg->reg_offset & 0xff));
+		bpf_probe_read_user(&value, sizeof(value), (void *)(address + arg->value));
+		break;
+	case LOUPE_USDT_IP_DEREF:
+		address = PT_REGS_IP(ctx) + arg->value;
+		bpf_probe_read_user(&value, sizeof(value), (void *)address);
+		break;
+	default:
+		return 0;
+	}
+	/* Keep the argument's own width and sign (x86 is little-endian). */
+	shift = (8 - (arg->size & 7)) * 8;
+	if (arg->size >= 8 || arg->size == 0)
+		return value;
+	value <<= shift;
+	return arg->is_signed ? ((__s64)value) >> shift : value >> shift;
+}
+
+SEC("uprobe")
+int handle_usdt(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 spec_id = bpf_get_attach_cookie(ctx);
+	const struct loupe_usdt_spec *spec;
+	struct loupe_usdt_event *rec;
+	__u64 size;
+	long n;
+
+	if (!wanted(id))
+		return 0;
+	spec = bpf_map_lookup_elem(&usdt_specs, &spec_id);
+	rec = scratch_space();
+	if (!spec || !rec)
+		return 0;
+	rec->tid = (__u32)id;
+	rec->tgid = id >> 32;
+	rec->probe = spec->probe;
+	rec->arg_count = spec->arg_count;
+	rec->string_length = 0;
+	for (__u32 i = 0; i < LOUPE_USDT_MAX_ARGS; i++) {
+		if (i >= spec->arg_count)
+			break;
+		rec->args[i] = usdt_arg(ctx, &spec->args[i]);
+	}
+	size = __builtin_offsetof(struct loupe_usdt_event, string);
+	if (spec->string_arg >= 0 && spec->string_arg < LOUPE_USDT_MAX_ARGS) {
+		n = bpf_probe_read_user_str(rec->string, sizeof(rec->string),
+					    (const void *)rec->args[spec->string_arg & 15]);
+		rec->string_length = n;
+		size = sizeof(*rec);
+	}
+	fill_header(&rec->hdr, LOUPE_REC_USDT, size);
+	submit(rec, size, sizeof(*rec), LOUPE_CNT_RING_FULL_USDT);
+	return 0;
+}
+
+SEC("uprobe")
+int handle_uprobe_entry(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct loupe_uprobe_event *rec;
+
+	if (!wanted(id))
+		return 0;
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_UPROBE_ENTRY, LOUPE_CNT_RING_FULL_UPROBE);
+	if (!rec)
+		return 0;
+	rec->tid = (__u32)id;
+	rec->tgid = id >> 32;
+	rec->probe = cookie >> 8;
+	rec->arg_count = cookie & 0xff;
+	rec->values[0] = PT_REGS_PARM1(ctx);
+	rec->values[1] = PT_REGS_PARM2(ctx);
+	rec->values[2] = PT_REGS_PARM3(ctx);
+	rec->values[3] = PT_REGS_PARM4(ctx);
+	rec->values[4] = PT_REGS_PARM5(ctx);
+	rec->values[5] = ctx->r9; /* libbpf 1.1 names only five */
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("uretprobe")
+int handle_uprobe_return(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct loupe_uprobe_event *rec;
+
+	if (!wanted(id))
+		return 0;
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_UPROBE_RETURN, LOUPE_CNT_RING_FULL_UPROBE);
+	if (!rec)
+		return 0;
+	rec->tid = (__u32)id;
+	rec->tgid = id >> 32;
+	rec->probe = cookie >> 8;
+	rec->arg_count = 1;
+	rec->values[0] = PT_REGS_RC(ctx);
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+_Static_assert(sizeof(struct loupe_shim_instant) <= sizeof(struct loupe_scratch) &&
+		       sizeof(struct loupe_usdt_event) <= sizeof(struct loupe_scratch),
+	       "probe records are built in the scratch space");

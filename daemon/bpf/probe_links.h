@@ -1,0 +1,47 @@
+// The uprobes of one session: the probes BPF object (sharing the session's
+// ring, targets and counters) and one link per planned site. A site that
+// cannot be attached becomes a warning; the others still run.
+#ifndef LOUPE_DAEMON_BPF_PROBE_LINKS_H_
+#define LOUPE_DAEMON_BPF_PROBE_LINKS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/probes/probe_plan.h"
+
+struct bpf_map;
+
+namespace loupe::bpf {
+
+struct SessionMaps {
+  const bpf_map* events;
+  const bpf_map* targets;
+  const bpf_map* counters;
+};
+
+// Makes `mine` use the session's maps (before `mine`'s object is loaded).
+absl::Status ShareSessionMaps(const SessionMaps& session, const SessionMaps& mine);
+
+class ProbeLinks {
+ public:
+  // `system_wide`: attach for every process (filtering targets in BPF), so
+  // that children forked later are traced too.
+  static absl::StatusOr<std::unique_ptr<ProbeLinks>> Attach(const probes::ProbePlan& plan,
+                                                            bool system_wide,
+                                                            const SessionMaps& session,
+                                                            std::vector<std::string>* warnings);
+  ~ProbeLinks();
+  size_t attached() const;
+  void Detach();
+
+ private:
+  struct Objects;
+  ProbeLinks();
+  std::unique_ptr<Objects> objects_;
+};
+
+}  // namespace loupe::bpf
+
+#endif  // LOUPE_DAEMON_BPF_PROBE_LINKS_H_

@@ -1,0 +1,137 @@
+#include "daemon/probes/elf_file.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gelf.h>
+#include <libelf.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/base/status_util.h"
+
+namespace loupe::probes {
+namespace {
+
+Elf_Scn* FindSection(Elf* elf, std::string_view wanted, GElf_Shdr* header) {
+  size_t names = 0;
+  if (elf_getshdrstrndx(elf, &names) != 0) return nullptr;
+  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
+       section = elf_nextscn(elf, section)) {
+    if (gelf_getshdr(section, header) == nullptr) continue;
+    const char* name = elf_strptr(elf, names, header->sh_name);
+    if (name != nullptr && wanted == name) return section;
+  }
+  return nullptr;
+}
+
+Elf_Scn* FindSectionOfType(Elf* elf, uint32_t type, GElf_Shdr* header) {
+  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
+       section = elf_nextscn(elf, section)) {
+    if (gelf_getshdr(section, header) != nullptr && header->sh_type == type) return section;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void ElfFile::ElfEnd::operator()(Elf* elf) const { elf_end(elf); }
+
+ElfFile::ElfFile(std::string path, ScopedFd fd, Elf* elf)
+    : path_(std::move(path)), fd_(std::move(fd)), elf_(elf) {}
+
+absl::StatusOr<std::unique_ptr<ElfFile>> ElfFile::Open(const std::string& path) {
+  elf_version(EV_CURRENT);
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open", path);
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);
+  if (elf == nullptr) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}", path, elf_errmsg(-1)));
+  }
+  std::unique_ptr<ElfFile> file(new ElfFile(path, std::move(fd), elf));
+  GElf_Ehdr header;
+  if (elf_kind(elf) != ELF_K_ELF || gelf_getehdr(elf, &header) == nullptr ||
+      gelf_getclass(elf) != ELFCLASS64 || header.e_machine != EM_X86_64) {
+    return absl::InvalidArgumentError(fmt::format("{}: not a 64-bit x86-64 ELF file", path));
+  }
+  return file;
+}
+
+absl::StatusOr<std::vector<UsdtNote>> ElfFile::UsdtNotes() const {
+  GElf_Shdr header;
+  Elf_Scn* section = FindSection(elf_.get(), ".note.stapsdt", &header);
+  if (section == nullptr) return std::vector<UsdtNote>{};
+  Elf_Data* data = elf_rawdata(section, nullptr);
+  if (data == nullptr || data->d_buf == nullptr) {
+    return absl::InvalidArgumentError(fmt::format("{}: unreadable .note.stapsdt", path_));
+  }
+  absl::StatusOr<std::vector<UsdtNote>> notes = ParseUsdtNotes(
+      std::span<const uint8_t>(static_cast<const uint8_t*>(data->d_buf), data->d_size));
+  if (!notes.ok()) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}", path_, MessageOf(notes.status())));
+  }
+  GElf_Shdr base;
+  if (FindSection(elf_.get(), ".stapsdt.base", &base) != nullptr) {
+    for (UsdtNote& note : *notes) {
+      const uint64_t moved = base.sh_addr - note.base;
+      note.pc += moved;
+      if (note.semaphore != 0) note.semaphore += moved;
+    }
+  }
+  return notes;
+}
+
+bool ElfFile::HasSymbolTable() const {
+  GElf_Shdr header;
+  return FindSectionOfType(elf_.get(), SHT_SYMTAB, &header) != nullptr;
+}
+
+std::optional<ElfSymbol> ElfFile::FindSymbol(const std::string& name) const {
+  for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
+    GElf_Shdr header;
+    Elf_Scn* section = FindSectionOfType(elf_.get(), type, &header);
+    if (section == nullptr || header.sh_entsize == 0) continue;
+    Elf_Data* data = elf_getdata(section, nullptr);
+    if (data == nullptr) continue;
+    const size_t count = header.sh_size / header.sh_entsize;
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Sym symbol;
+      if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) break;
+      if (symbol.st_shndx == SHN_UNDEF || symbol.st_value == 0) continue;
+      const char* symbol_name = elf_strptr(elf_.get(), header.sh_link, symbol.st_name);
+      if (symbol_name == nullptr || name != symbol_name) continue;
+      return ElfSymbol{.address = symbol.st_value,
+                       .size = symbol.st_size,
+                       .global = GELF_ST_BIND(symbol.st_info) != STB_LOCAL};
+    }
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<uint64_t> ElfFile::FileOffset(uint64_t address) const {
+  size_t count = 0;
+  if (elf_getphdrnum(elf_.get(), &count) != 0) {
+    return absl::InvalidArgumentError(fmt::format("{}: no program headers", path_));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Phdr segment;
+    if (gelf_getphdr(elf_.get(), static_cast<int>(i), &segment) == nullptr) continue;
+    if (segment.p_type == PT_LOAD && address >= segment.p_vaddr &&
+        address < segment.p_vaddr + segment.p_memsz) {
+      return address - segment.p_vaddr + segment.p_offset;
+    }
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("{}: address {:#x} is in no loaded segment", path_, address));
+}
+
+std::vector<uint8_t> ElfFile::BytesAt(uint64_t address, size_t n) const {
+  absl::StatusOr<uint64_t> offset = FileOffset(address);
+  if (!offset.ok()) return {};
+  std::vector<uint8_t> bytes(n);
+  const ssize_t got = pread(fd_.get(), bytes.data(), n, static_cast<off_t>(*offset));
+  bytes.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  return bytes;
+}
+
+}  // namespace loupe::probes

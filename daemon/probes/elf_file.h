@@ -1,0 +1,55 @@
+// What the probes need from an executable or shared library on disk: its
+// USDT notes placed at their real addresses, its symbols, and the file
+// offsets that uprobes are attached by.
+#ifndef LOUPE_DAEMON_PROBES_ELF_FILE_H_
+#define LOUPE_DAEMON_PROBES_ELF_FILE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/base/scoped_fd.h"
+#include "daemon/probes/usdt_notes.h"
+
+struct Elf;
+
+namespace loupe::probes {
+
+struct ElfSymbol {
+  uint64_t address = 0;  // link-time
+  uint64_t size = 0;
+  bool global = false;
+};
+
+class ElfFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<ElfFile>> Open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  // Notes with pc and semaphore moved by how far .stapsdt.base moved since
+  // the notes were written (prelink), as consumers of the convention do.
+  absl::StatusOr<std::vector<UsdtNote>> UsdtNotes() const;
+  // A function or object by name, from .symtab, else .dynsym.
+  std::optional<ElfSymbol> FindSymbol(const std::string& name) const;
+  bool HasSymbolTable() const;
+  // The file offset of a link-time address inside a loaded segment.
+  absl::StatusOr<uint64_t> FileOffset(uint64_t address) const;
+  // Up to `n` bytes of the file at a link-time address.
+  std::vector<uint8_t> BytesAt(uint64_t address, size_t n) const;
+
+ private:
+  struct ElfEnd {
+    void operator()(Elf* elf) const;
+  };
+  ElfFile(std::string path, ScopedFd fd, Elf* elf);
+  std::string path_;
+  ScopedFd fd_;  // the descriptor libelf reads through
+  std::unique_ptr<Elf, ElfEnd> elf_;
+};
+
+}  // namespace loupe::probes
+
+#endif  // LOUPE_DAEMON_PROBES_ELF_FILE_H_

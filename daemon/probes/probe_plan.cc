@@ -1,0 +1,357 @@
+#include "daemon/probes/probe_plan.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "daemon/base/status_util.h"
+#include "daemon/probes/elf_file.h"
+
+namespace loupe::probes {
+namespace {
+
+constexpr std::array<std::pair<std::string_view, ProbeProgram>, 8> kShimProbes = {{
+    {"span_begin", ProbeProgram::kShimSpanBegin},
+    {"span_end", ProbeProgram::kShimSpanEnd},
+    {"instant", ProbeProgram::kShimInstant},
+    {"counter", ProbeProgram::kShimCounter},
+    {"operation_begin", ProbeProgram::kShimOperationBegin},
+    {"operation_end", ProbeProgram::kShimOperationEnd},
+    {"thread_name", ProbeProgram::kShimThreadName},
+    {"trigger", ProbeProgram::kShimTrigger},
+}};
+
+std::optional<ProbeProgram> ShimProgram(const UsdtNote& note) {
+  if (note.provider != "loupe") return std::nullopt;
+  for (const auto& [name, program] : kShimProbes) {
+    if (note.name == name) return program;
+  }
+  return std::nullopt;
+}
+
+std::string_view Basename(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// "libc" names libc.so.6 and libc-2.31.so; "app" names the executable app.
+bool NamesObject(std::string_view target, std::string_view path) {
+  const std::string_view base = Basename(path);
+  if (base == target) return true;
+  if (!base.starts_with(target) || base.size() == target.size()) return false;
+  const char next = base[target.size()];
+  return (next == '.' || next == '-') && base.find(".so") != std::string_view::npos;
+}
+
+// x86 instructions the kernel emulates at a uprobe (no single-step).
+bool EmulatedEntry(const std::vector<uint8_t>& bytes) {
+  if (bytes.empty()) return false;
+  if (bytes[0] == 0x55 || bytes[0] == 0x90) return true;  // push %rbp, nop
+  static constexpr uint8_t kNop5[] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+  return bytes.size() >= 5 && std::equal(kNop5, kNop5 + 5, bytes.begin());
+}
+
+class Planner {
+ public:
+  Planner(const ProbeRequests& requests, bool shim, bool system_wide)
+      : requests_(requests), shim_(shim), system_wide_(system_wide) {}
+
+  void AddProcess(uint32_t pid) {
+    const std::vector<std::string> objects = MappedObjects(pid);
+    if (objects.empty()) {
+      plan_.warnings.push_back(fmt::format("pid {}: cannot read its mappings", pid));
+      return;
+    }
+    for (const std::string& object : objects) AddUsdtSites(pid, object);
+    for (const UprobeRequest& request : requests_.uprobes) AddUprobe(pid, objects, request);
+  }
+
+  ProbePlan Finish() {
+    for (size_t i = 0; i < requests_.usdt.size(); ++i) {
+      if (!usdt_matched_.contains(i)) {
+        plan_.warnings.push_back(fmt::format(
+            "--usdt '{}': no probe matches in the targets' executables and libraries",
+            requests_.usdt[i].text));
+      }
+    }
+    return std::move(plan_);
+  }
+
+ private:
+  // An ELF file seen in an earlier target: what was planned for it.
+  struct Planned {
+    std::vector<ProbeAttachment> attachments;
+  };
+
+  const ElfFile* Open(uint32_t pid, const std::string& object) {
+    const std::string path = fmt::format("/proc/{}/root{}", pid, object);
+    auto it = files_.find(path);
+    if (it != files_.end()) return it->second.get();
+    absl::StatusOr<std::unique_ptr<ElfFile>> file = ElfFile::Open(path);
+    if (!file.ok()) {
+      plan_.warnings.push_back(std::string(MessageOf(file.status())));
+      return files_.emplace(path, nullptr).first->second.get();
+    }
+    return files_.emplace(path, *std::move(file)).first->second.get();
+  }
+
+  // Reuses the plan for a file already planned in another target: the same
+  // specs, attached for this pid too (or once for all when system-wide).
+  bool Reuse(uint32_t pid, const std::string& path, const std::string& kind) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return false;
+    const auto key = std::tuple(st.st_dev, st.st_ino, kind);
+    auto it = planned_.find(key);
+    if (it == planned_.end()) {
+      current_ = &planned_[key];
+      return false;
+    }
+    current_ = nullptr;
+    if (!system_wide_) {
+      for (ProbeAttachment attachment : it->second.attachments) {
+        attachment.pid = pid;
+        plan_.attachments.push_back(attachment);
+      }
+    }
+    return true;
+  }
+
+  void Attach(const ProbeAttachment& attachment) {
+    plan_.attachments.push_back(attachment);
+    if (current_ != nullptr) current_->attachments.push_back(attachment);
+  }
+
+  uint32_t ProbeId(const std::string& name) {
+    auto [it, added] = probe_ids_.emplace(name, plan_.probe_names.size());
+    if (added) plan_.probe_names.push_back(name);
+    return it->second;
+  }
+
+  void AddUsdtSites(uint32_t pid, const std::string& object) {
+    const ElfFile* file = Open(pid, object);
+    if (file == nullptr || Reuse(pid, file->path(), "usdt")) return;
+    absl::StatusOr<std::vector<UsdtNote>> notes = file->UsdtNotes();
+    if (!notes.ok()) {
+      plan_.warnings.push_back(fmt::format("USDT probes of {} skipped: {}", object,
+                                           MessageOf(notes.status())));
+      return;
+    }
+    for (const UsdtNote& note : *notes) {
+      if (shim_) {
+        if (std::optional<ProbeProgram> program = ShimProgram(note)) {
+          AddSite(pid, *file, object, note, *program, -1);
+          ++plan_.shim_sites;
+          continue;
+        }
+      }
+      for (size_t i = 0; i < requests_.usdt.size(); ++i) {
+        const UsdtRequest& request = requests_.usdt[i];
+        if (GlobMatch(request.provider, note.provider) && GlobMatch(request.name, note.name)) {
+          usdt_matched_.insert(i);
+          AddSite(pid, *file, object, note, ProbeProgram::kUsdt, request.string_arg);
+          break;
+        }
+      }
+    }
+  }
+
+  void AddSite(uint32_t pid, const ElfFile& file, const std::string& object, const UsdtNote& note,
+               ProbeProgram program, int string_arg) {
+    const std::string probe = fmt::format("{}:{}", note.provider, note.name);
+    auto warn = [&](std::string_view why) {
+      plan_.warnings.push_back(
+          fmt::format("USDT {} at {:#x} in {}: {}; site skipped", probe, note.pc, object, why));
+    };
+    // The newer "nop; nop5" sites are attached at the 5-byte nop.
+    uint64_t address = note.pc;
+    const std::vector<uint8_t> code = file.BytesAt(note.pc, 6);
+    static constexpr uint8_t kNopNop5[] = {0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00};
+    if (code.size() == 6 && std::equal(code.begin(), code.end(), kNopNop5)) ++address;
+
+    ProbeAttachment attachment{.program = program, .pid = pid};
+    attachment.path = file.path();
+    absl::StatusOr<uint64_t> offset = file.FileOffset(address);
+    if (!offset.ok()) return warn(MessageOf(offset.status()));
+    attachment.file_offset = *offset;
+    if (note.semaphore != 0) {
+      absl::StatusOr<uint64_t> semaphore = file.FileOffset(note.semaphore);
+      if (!semaphore.ok()) return warn(MessageOf(semaphore.status()));
+      attachment.semaphore_offset = *semaphore;
+    }
+    if (program == ProbeProgram::kUsdt) {
+      absl::StatusOr<loupe_usdt_spec> spec = MakeSpec(file, note, address, string_arg);
+      if (!spec.ok()) return warn(MessageOf(spec.status()));
+      if (plan_.usdt_specs.size() >= LOUPE_USDT_MAX_SPECS) {
+        return warn(fmt::format("more than {} USDT sites requested", LOUPE_USDT_MAX_SPECS));
+      }
+      spec->probe = ProbeId(probe);
+      attachment.cookie = plan_.usdt_specs.size();
+      plan_.usdt_specs.push_back(*spec);
+    }
+    Attach(attachment);
+  }
+
+  absl::StatusOr<loupe_usdt_spec> MakeSpec(const ElfFile& file, const UsdtNote& note,
+                                           uint64_t address, int string_arg) {
+    absl::StatusOr<std::vector<UsdtArg>> args = ParseUsdtArgs(note.args);
+    if (!args.ok()) return args.status();
+    if (string_arg >= static_cast<int>(args->size())) {
+      return absl::InvalidArgumentError(
+          fmt::format("has {} arguments, no arg{} to read a string from", args->size(),
+                      string_arg));
+    }
+    loupe_usdt_spec spec{};
+    spec.arg_count = static_cast<uint8_t>(args->size());
+    spec.string_arg = static_cast<int8_t>(string_arg);
+    for (size_t i = 0; i < args->size(); ++i) {
+      const UsdtArg& arg = (*args)[i];
+      loupe_usdt_arg& out = spec.args[i];
+      out.size = arg.size;
+      out.is_signed = arg.is_signed;
+      out.reg_offset = arg.reg_offset;
+      out.value = arg.value;
+      switch (arg.kind) {
+        case UsdtArgKind::kConstant:
+          out.kind = LOUPE_USDT_CONST;
+          break;
+        case UsdtArgKind::kRegister:
+          out.kind = LOUPE_USDT_REG;
+          break;
+        case UsdtArgKind::kMemory:
+          out.kind = LOUPE_USDT_REG_DEREF;
+          break;
+        case UsdtArgKind::kRipRelative: {
+          std::optional<ElfSymbol> symbol = file.FindSymbol(arg.symbol);
+          if (!symbol) {
+            return absl::NotFoundError(
+                fmt::format("argument {} names symbol '{}', which the file lacks", i, arg.symbol));
+          }
+          // Relative to the probed address, which BPF sees as the ip.
+          out.kind = LOUPE_USDT_IP_DEREF;
+          out.value = static_cast<int64_t>(symbol->address + arg.value - address);
+          break;
+        }
+      }
+    }
+    return spec;
+  }
+
+  void AddUprobe(uint32_t pid, const std::vector<std::string>& objects,
+                 const UprobeRequest& request) {
+    auto warn = [&](std::string_view why) {
+      plan_.warnings.push_back(fmt::format("--uprobe '{}' in pid {}: {}", request.text, pid, why));
+    };
+    std::string object;
+    if (request.target.find('/') != std::string::npos) {
+      object = request.target;
+    } else {
+      for (const std::string& mapped : objects) {
+        if (NamesObject(request.target, mapped)) {
+          object = mapped;
+          break;
+        }
+      }
+      if (object.empty()) {
+        return warn(fmt::format("maps no executable or library named '{}'", request.target));
+      }
+    }
+    const ElfFile* file = Open(pid, object);
+    if (file == nullptr) return;
+    if (Reuse(pid, file->path(), request.text)) return;
+    std::optional<ElfSymbol> symbol = file->FindSymbol(request.symbol);
+    if (!symbol) {
+      return warn(fmt::format("no symbol '{}' in {}{}", request.symbol, object,
+                              file->HasSymbolTable()
+                                  ? ""
+                                  : " (it has no .symtab: stripped, only exported symbols remain)"));
+    }
+    if (symbol->size != 0 && request.offset >= symbol->size) {
+      return warn(fmt::format("offset {:#x} is past the end of {} ({} bytes)", request.offset,
+                              request.symbol, symbol->size));
+    }
+    absl::StatusOr<uint64_t> offset = file->FileOffset(symbol->address + request.offset);
+    if (!offset.ok()) return warn(MessageOf(offset.status()));
+    if (!EmulatedEntry(file->BytesAt(symbol->address + request.offset, 5))) {
+      plan_.slow_entries.push_back(fmt::format("{}:{}", object, request.symbol));
+    }
+    const std::string name =
+        request.offset == 0
+            ? fmt::format("{}:{}", request.target, request.symbol)
+            : fmt::format("{}:{}+{:#x}", request.target, request.symbol, request.offset);
+    const uint64_t id = ProbeId(name);
+    ProbeAttachment attachment{.program = ProbeProgram::kUprobeEntry,
+                               .path = file->path(),
+                               .file_offset = *offset,
+                               .cookie = id << 8 | request.arg_count,
+                               .pid = pid};
+    Attach(attachment);
+    if (request.with_return) {
+      attachment.program = ProbeProgram::kUprobeReturn;
+      attachment.cookie = id << 8;
+      Attach(attachment);
+    }
+  }
+
+  const ProbeRequests& requests_;
+  const bool shim_;
+  const bool system_wide_;
+  ProbePlan plan_;
+  std::map<std::string, std::unique_ptr<ElfFile>> files_;
+  std::map<std::tuple<dev_t, ino_t, std::string>, Planned> planned_;
+  Planned* current_ = nullptr;
+  std::map<std::string, uint32_t> probe_ids_;
+  std::set<size_t> usdt_matched_;
+};
+
+}  // namespace
+
+std::vector<std::string> MappedObjects(uint32_t pid) {
+  std::vector<std::string> objects;
+  char exe[4096];
+  const ssize_t n = readlink(fmt::format("/proc/{}/exe", pid).c_str(), exe, sizeof exe - 1);
+  if (n <= 0) return objects;
+  objects.emplace_back(exe, static_cast<size_t>(n));
+  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  std::set<std::string> seen{objects.front()};
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream fields(line);
+    std::string range, perms, offset, device, inode, path;
+    fields >> range >> perms >> offset >> device >> inode;
+    std::getline(fields >> std::ws, path);
+    if (perms.size() < 3 || perms[2] != 'x' || !path.starts_with('/')) continue;
+    if (seen.insert(path).second) objects.push_back(path);
+  }
+  return objects;
+}
+
+absl::Status ParseProbeRequests(const std::vector<std::string>& usdt,
+                                const std::vector<std::string>& uprobes, ProbeRequests* out) {
+  for (const std::string& text : usdt) {
+    absl::StatusOr<UsdtRequest> request = ParseUsdtRequest(text);
+    if (!request.ok()) return request.status();
+    out->usdt.push_back(*std::move(request));
+  }
+  for (const std::string& text : uprobes) {
+    absl::StatusOr<UprobeRequest> request = ParseUprobeRequest(text);
+    if (!request.ok()) return request.status();
+    out->uprobes.push_back(*std::move(request));
+  }
+  return absl::OkStatus();
+}
+
+ProbePlan PlanProbes(const std::vector<uint32_t>& pids, const ProbeRequests& requests, bool shim,
+                     bool system_wide) {
+  Planner planner(requests, shim, system_wide);
+  for (uint32_t pid : pids) planner.AddProcess(pid);
+  return planner.Finish();
+}
+
+}  // namespace loupe::probes

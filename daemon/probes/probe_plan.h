@@ -1,0 +1,72 @@
+// Turns what the user asked for (shim, USDT requests, uprobe requests) into
+// the uprobes to attach in a set of target processes: every matching USDT
+// site in the executable and the libraries each target maps, with its
+// decoded argument spec and semaphore, and every requested function. What
+// cannot be resolved becomes a warning that names it; the rest still runs.
+#ifndef LOUPE_DAEMON_PROBES_PROBE_PLAN_H_
+#define LOUPE_DAEMON_PROBES_PROBE_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/probes/probe_spec.h"
+#include "shared/records.h"
+
+namespace loupe::probes {
+
+enum class ProbeProgram {
+  kShimSpanBegin,
+  kShimSpanEnd,
+  kShimInstant,
+  kShimCounter,
+  kShimOperationBegin,
+  kShimOperationEnd,
+  kShimThreadName,
+  kShimTrigger,
+  kUsdt,
+  kUprobeEntry,
+  kUprobeReturn,
+};
+
+struct ProbeAttachment {
+  ProbeProgram program = ProbeProgram::kUsdt;
+  std::string path;  // openable by the daemon (through /proc/PID/root)
+  uint64_t file_offset = 0;
+  uint64_t semaphore_offset = 0;  // file offset of the USDT semaphore, 0 = none
+  uint64_t cookie = 0;  // kUsdt: spec index; uprobes: probe id << 8 | argument count
+  uint32_t pid = 0;     // the process it is attached for
+};
+
+struct ProbeRequests {
+  std::vector<UsdtRequest> usdt;
+  std::vector<UprobeRequest> uprobes;
+};
+
+// Parses --usdt and --uprobe values; the first bad one is the error.
+absl::Status ParseProbeRequests(const std::vector<std::string>& usdt,
+                                const std::vector<std::string>& uprobes, ProbeRequests* out);
+
+struct ProbePlan {
+  std::vector<ProbeAttachment> attachments;
+  std::vector<loupe_usdt_spec> usdt_specs;  // indexed by a kUsdt cookie
+  std::vector<std::string> probe_names;     // by probe id: "provider:name", "libc:malloc"
+  std::vector<std::string> warnings;
+  uint32_t shim_sites = 0;
+  // Function entries whose first instruction the kernel must single-step.
+  std::vector<std::string> slow_entries;
+};
+
+// `pids` are kernel-global process ids. `shim`: attach the shim's probes
+// wherever they are found. `system_wide`: the probes will be
+// attached for every process that maps a file (to follow children), so each
+// file is attached once, not once per target.
+ProbePlan PlanProbes(const std::vector<uint32_t>& pids, const ProbeRequests& requests, bool shim,
+                     bool system_wide);
+
+// The files a process maps executable code from: its executable first.
+std::vector<std::string> MappedObjects(uint32_t pid);
+
+}  // namespace loupe::probes
+
+#endif  // LOUPE_DAEMON_PROBES_PROBE_PLAN_H_

@@ -1,0 +1,46 @@
+// Names the shim passes by address (string literals in the application),
+// read from the process once and kept. A child forked after the name was
+// read shares its parent's memory layout, so it inherits the parent's names;
+// an exec forgets them.
+#ifndef LOUPE_DAEMON_SESSION_NAME_CACHE_H_
+#define LOUPE_DAEMON_SESSION_NAME_CACHE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace loupe::session {
+
+class NameCache {
+ public:
+  static constexpr size_t kMaxName = 256;
+  static constexpr size_t kMaxEntries = 1 << 16;
+
+  // The NUL-terminated string at `address` in process `tgid` (cut at
+  // kMaxName), or nullopt when it cannot be read.
+  std::optional<std::string> Name(uint32_t tgid, uint64_t address);
+  void OnFork(uint32_t parent_tgid, uint32_t child_tgid);
+  void OnExec(uint32_t tgid);
+
+  // Reads without caching (a thread name may live in a buffer).
+  static std::optional<std::string> ReadString(uint32_t tgid, uint64_t address, size_t max);
+
+ private:
+  struct Key {
+    uint32_t tgid;
+    uint64_t address;
+    bool operator==(const Key&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.tgid, k.address);
+    }
+  };
+  absl::flat_hash_map<Key, std::string> names_;
+  absl::flat_hash_map<uint32_t, uint32_t> parent_;  // forked child -> parent
+};
+
+}  // namespace loupe::session
+
+#endif  // LOUPE_DAEMON_SESSION_NAME_CACHE_H_

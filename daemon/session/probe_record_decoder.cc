@@ -1,0 +1,174 @@
+#include "daemon/session/probe_record_decoder.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "shared/records.h"
+
+namespace loupe::session {
+namespace {
+
+template <typename T>
+bool LoadPrefix(std::span<const uint8_t> bytes, size_t fixed_part, T* out) {
+  if (bytes.size() < fixed_part || bytes.size() > sizeof(T)) return false;
+  std::memset(out, 0, sizeof(T));
+  std::memcpy(out, bytes.data(), bytes.size());
+  return true;
+}
+
+format::ValueType FieldType(uint32_t shim_type) {
+  return shim_type >= 1 && shim_type <= 6 ? static_cast<format::ValueType>(shim_type)
+                                          : format::ValueType::kInt;
+}
+
+}  // namespace
+
+bool ProbeRecordDecoder::Handles(uint16_t type) {
+  return type >= LOUPE_REC_SPAN_BEGIN && type <= LOUPE_REC_UPROBE_RETURN;
+}
+
+std::string ProbeRecordDecoder::NameAt(uint32_t tgid, uint64_t address) {
+  if (std::optional<std::string> name = names_.Name(tgid, address)) return *std::move(name);
+  ++losses_.shim_unreadable;
+  return fmt::format("<unreadable name at {:#x}>", address);
+}
+
+std::string_view ProbeRecordDecoder::ProbeName(uint32_t id) {
+  if (id < probe_names_->size()) return (*probe_names_)[id];
+  return "<unknown probe>";
+}
+
+std::optional<OwnedEvent> ProbeRecordDecoder::Decode(std::span<const uint8_t> bytes) {
+  loupe_record_header header;
+  if (bytes.size() < sizeof header) return std::nullopt;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  OwnedEvent event;
+  event.record.time_ns = header.time_ns;
+  event.record.cpu = header.cpu;
+
+  switch (header.type) {
+    case LOUPE_REC_INSTANT:
+      if (!DecodeInstant(bytes, &event)) return std::nullopt;
+      return event;
+    case LOUPE_REC_USDT:
+      if (!DecodeUsdt(bytes, &event)) return std::nullopt;
+      return event;
+    case LOUPE_REC_UPROBE_ENTRY:
+    case LOUPE_REC_UPROBE_RETURN: {
+      loupe_uprobe_event r;
+      if (bytes.size() != sizeof r) return std::nullopt;
+      std::memcpy(&r, bytes.data(), sizeof r);
+      if (r.arg_count > LOUPE_UPROBE_MAX_ARGS) return std::nullopt;
+      event.record.tid = r.tid;
+      event.prev_tgid = r.tgid;
+      if (header.type == LOUPE_REC_UPROBE_ENTRY) {
+        event.args.assign(r.values, r.values + r.arg_count);
+        event.record.payload = format::UprobeEntry{.probe = ProbeName(r.probe)};
+      } else {
+        event.record.payload =
+            format::UprobeReturn{.probe = ProbeName(r.probe), .retval = r.values[0]};
+      }
+      return event;
+    }
+    default:
+      break;
+  }
+
+  loupe_shim_event r;
+  if (bytes.size() != sizeof r) return std::nullopt;
+  std::memcpy(&r, bytes.data(), sizeof r);
+  event.record.tid = r.tid;
+  event.prev_tgid = r.tgid;
+  switch (header.type) {
+    case LOUPE_REC_SPAN_BEGIN:
+      event.text = NameAt(r.tgid, r.args[0]);
+      event.record.payload = format::SpanBegin{
+          .span_id = r.args[1], .parent_id = r.args[2], .operation_id = r.args[3]};
+      return event;
+    case LOUPE_REC_SPAN_END:
+      event.record.payload = format::SpanEnd{.span_id = r.args[0]};
+      return event;
+    case LOUPE_REC_COUNTER:
+      event.text = NameAt(r.tgid, r.args[0]);
+      event.record.payload = format::Counter{
+          .value = {FieldType(static_cast<uint32_t>(r.args[1])), r.args[2], {}}};
+      return event;
+    case LOUPE_REC_OPERATION_BEGIN:
+      event.text = NameAt(r.tgid, r.args[1]);
+      event.record.payload = format::OperationBegin{.operation_id = r.args[0]};
+      return event;
+    case LOUPE_REC_OPERATION_END:
+      event.record.payload = format::OperationEnd{.operation_id = r.args[0]};
+      return event;
+    case LOUPE_REC_SHIM_THREAD_NAME:
+      if (std::optional<std::string> name =
+              NameCache::ReadString(r.tgid, r.args[0], NameCache::kMaxName)) {
+        event.text = *std::move(name);
+      } else {
+        ++losses_.shim_unreadable;
+      }
+      event.record.payload = format::ThreadInfo{.pid = r.tgid};
+      return event;
+    case LOUPE_REC_TRIGGER:
+      // A trigger is an instant event marked as one.
+      event.text = NameAt(r.tgid, r.args[0]);
+      event.fields.push_back({.key = "loupe.trigger", .type = format::ValueType::kBool, .bits = 1});
+      event.record.payload = format::Instant{};
+      return event;
+    default:
+      return std::nullopt;
+  }
+}
+
+bool ProbeRecordDecoder::DecodeInstant(std::span<const uint8_t> bytes, OwnedEvent* event) {
+  loupe_shim_instant r;
+  if (!LoadPrefix(bytes, offsetof(loupe_shim_instant, strings), &r)) return false;
+  if (r.count > LOUPE_SHIM_MAX_FIELDS) return false;
+  const bool has_strings = bytes.size() == sizeof r;
+  event->record.tid = r.tid;
+  event->prev_tgid = r.tgid;
+  if (r.read_error != 0) ++losses_.shim_unreadable;
+  event->text = NameAt(r.tgid, r.name);
+  for (uint32_t i = 0; i < r.count; ++i) {
+    const loupe_shim_field& field = r.fields[i];
+    OwnedField owned{.key = NameAt(r.tgid, field.key), .type = FieldType(field.type),
+                     .bits = field.value};
+    if (owned.type == format::ValueType::kString) {
+      const size_t captured = std::min<size_t>(field.length, LOUPE_SHIM_MAX_STRING);
+      if (field.length > LOUPE_SHIM_MAX_STRING) ++losses_.shim_strings_cut;
+      const std::string_view value =
+          has_strings ? std::string_view(r.strings[i], captured) : std::string_view();
+      owned.text = filter_.Apply(value, field.length);
+      owned.bits = 0;
+    }
+    event->fields.push_back(std::move(owned));
+  }
+  event->record.payload = format::Instant{.operation_id = r.operation};
+  return true;
+}
+
+bool ProbeRecordDecoder::DecodeUsdt(std::span<const uint8_t> bytes, OwnedEvent* event) {
+  loupe_usdt_event r;
+  if (!LoadPrefix(bytes, offsetof(loupe_usdt_event, string), &r)) return false;
+  if (r.arg_count > LOUPE_USDT_MAX_ARGS) return false;
+  event->record.tid = r.tid;
+  event->prev_tgid = r.tgid;
+  event->args.assign(r.args, r.args + r.arg_count);
+  if (bytes.size() == sizeof r) {  // a string argument was asked for
+    if (r.string_length <= 0) {
+      ++losses_.usdt_unreadable;
+    } else {
+      const size_t length = strnlen(r.string, sizeof r.string);
+      // The buffer filled up without the string ending in it: cut.
+      if (static_cast<size_t>(r.string_length) >= sizeof r.string && length + 1 >= sizeof r.string) {
+        ++losses_.usdt_strings_cut;
+      }
+      event->value_text = filter_.Apply(std::string_view(r.string, length), length);
+    }
+  }
+  event->record.payload = format::UsdtEvent{.probe = ProbeName(r.probe)};
+  return true;
+}
+
+}  // namespace loupe::session
