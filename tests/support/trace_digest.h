@@ -19,6 +19,28 @@ struct OffCpuInterval {
   size_t kernel_depth = 0;
 };
 
+// A USDT or uprobe event.
+struct ProbeEvent {
+  uint32_t tid = 0;
+  std::string probe;
+  std::vector<int64_t> args;
+  std::string text;  // a USDT string argument
+};
+
+struct CallReturn {
+  uint32_t tid = 0;
+  std::string probe;
+  int64_t retval = 0;
+  uint64_t duration_ns = 0;
+};
+
+struct InstantEvent {
+  uint32_t tid = 0;
+  std::string name;
+  uint64_t operation_id = 0;
+  std::map<std::string, std::string> fields;  // values as text: "-1", "0.5", "true", "4096 bytes"
+};
+
 struct TraceDigest {
   bool readable = false;
   bool complete = false;
@@ -37,6 +59,22 @@ struct TraceDigest {
   std::set<uint32_t> exited_processes;                  // thread_exit with group_dead
   std::map<std::string, uint64_t> losses;               // "source/reason"
   bool time_ordered = true;
+  std::map<std::string, std::string> config;  // of the first segment's header
+
+  // From probes, in time order.
+  std::vector<ProbeEvent> usdt;
+  std::vector<ProbeEvent> uprobe_entries;
+  std::vector<CallReturn> uprobe_returns;
+  std::map<std::string, uint64_t> span_begins;  // by name
+  std::set<uint64_t> open_spans;                // begun and not ended
+  uint64_t span_ends = 0;
+  uint64_t bad_span_parents = 0;  // a parent that was not open on the same thread
+  std::vector<InstantEvent> instants;
+  std::vector<std::pair<std::string, int64_t>> counters;
+  std::map<uint64_t, std::string> operations;  // begun: id -> name
+  uint64_t operation_ends = 0;
+  std::map<uint32_t, std::map<uint64_t, uint64_t>> sample_operations;  // tid -> operation -> samples
+  std::map<uint32_t, uint32_t> forked;  // child pid -> parent pid (processes, not threads)
 };
 
 TraceDigest DigestTrace(const std::string& directory);

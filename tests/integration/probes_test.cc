@@ -1,0 +1,405 @@
+// The shim, USDT of any provider, and uprobes on real processes: exact
+// counts and values in the trace, semaphores raised only while attached,
+// children followed, latencies paired, and bad probes reported while the
+// rest of the session runs.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "daemon/probes/elf_file.h"
+#include "daemon/session/session.h"
+#include "tests/support/child_process.h"
+#include "tests/support/privileged.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/trace_digest.h"
+
+namespace loupe::session {
+namespace {
+
+using testing::ChildProcess;
+using testing::DigestTrace;
+using testing::TestProgram;
+using testing::TraceDigest;
+
+std::shared_ptr<spdlog::logger> QuietLog() {
+  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
+}
+
+SessionOptions Options(const std::string& dir, pid_t pid) {
+  SessionOptions options;
+  options.pids = {static_cast<uint32_t>(pid)};
+  options.writer.directory = dir;
+  options.writer.session_id = "test";
+  return options;
+}
+
+std::unique_ptr<Session> StartOrDie(SessionOptions options) {
+  auto session = Session::Start(std::move(options), QuietLog());
+  EXPECT_TRUE(session.ok()) << session.status();
+  return session.ok() ? *std::move(session) : nullptr;
+}
+
+// Where the executable's first segment is mapped: its load bias (0 for a
+// non-PIE executable, whose link-time addresses are its addresses).
+uint64_t LoadBias(pid_t pid, const std::string& exe) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find(exe) == std::string::npos) continue;
+    std::istringstream fields(line);
+    std::string range, perms, offset;
+    fields >> range >> perms >> offset;
+    if (std::stoull(offset, nullptr, 16) != 0) continue;
+    return std::stoull(range.substr(0, range.find('-')), nullptr, 16);
+  }
+  return 0;
+}
+
+// The USDT semaphore of provider:name, read from the process's memory.
+int ReadSemaphore(pid_t pid, const std::string& exe, const std::string& provider,
+                  const std::string& name) {
+  auto file = probes::ElfFile::Open(exe);
+  if (!file.ok()) return -1;
+  auto notes = (*file)->UsdtNotes();
+  if (!notes.ok()) return -1;
+  for (const probes::UsdtNote& note : *notes) {
+    if (note.provider != provider || note.name != name || note.semaphore == 0) continue;
+    const bool pie = LoadBias(pid, exe) != 0 && note.semaphore < 0x400000;
+    const uint64_t address = note.semaphore + (pie ? LoadBias(pid, exe) : 0);
+    const int fd = open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY);
+    uint16_t value = 0xffff;
+    const ssize_t n = pread(fd, &value, sizeof value, static_cast<off_t>(address));
+    close(fd);
+    return n == sizeof value ? value : -1;
+  }
+  return -1;
+}
+
+size_t CountProbe(const std::vector<testing::ProbeEvent>& events, const std::string& probe) {
+  return std::count_if(events.begin(), events.end(),
+                       [&](const testing::ProbeEvent& e) { return e.probe == probe; });
+}
+
+class ShimTest : public ::testing::TestWithParam<ContentPolicy> {};
+
+TEST_P(ShimTest, EveryKindArrivesWithExactCountsAndFields) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir;
+  const std::string exe = TestProgram("shim_app");
+  ChildProcess program({exe, "2", "50"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  EXPECT_EQ(ReadSemaphore(program.pid(), exe, "loupe", "span_begin"), 0);
+
+  SessionOptions options = Options(dir.path(), program.pid());
+  options.content_policy = GetParam();
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  EXPECT_GT(ReadSemaphore(program.pid(), exe, "loupe", "span_begin"), 0);
+  EXPECT_GT(ReadSemaphore(program.pid(), exe, "loupe", "instant"), 0);
+  EXPECT_EQ(session->stats().probe_sites, 7u);  // every shim probe but the trigger
+  program.WriteLine("go");
+  const std::vector<std::string> done = program.ReadWords();
+  ASSERT_EQ(done.size(), 3u);
+  const uint32_t worker0 = std::stoul(done[1]), worker1 = std::stoul(done[2]);
+  ASSERT_TRUE(session->Stop().ok());
+  EXPECT_EQ(ReadSemaphore(program.pid(), exe, "loupe", "span_begin"), 0);
+  EXPECT_EQ(ReadSemaphore(program.pid(), exe, "loupe", "instant"), 0);
+
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.readable);
+  EXPECT_EQ(trace.config.at("content_policy"), GetParam() == ContentPolicy::kFull ? "full" : "names");
+  // Only the 100-byte strings were cut, and each cut was counted.
+  EXPECT_EQ(trace.losses, (std::map<std::string, uint64_t>{{"shim/string_truncated", 2}}));
+  EXPECT_EQ(trace.span_begins, (std::map<std::string, uint64_t>{{"handle", 100}, {"parse", 100}}));
+  EXPECT_EQ(trace.span_ends, 200u);
+  EXPECT_TRUE(trace.open_spans.empty());
+  EXPECT_EQ(trace.bad_span_parents, 0u);
+  EXPECT_EQ(trace.operations.size(), 102u);
+  EXPECT_EQ(trace.operation_ends, 102u);
+  EXPECT_EQ(trace.counters.size(), 100u);
+  EXPECT_EQ(trace.thread_names.at(worker0).back(), "worker-0");
+  EXPECT_EQ(trace.thread_names.at(worker1).back(), "worker-1");
+
+  std::map<std::string, int> instants;
+  for (const testing::InstantEvent& event : trace.instants) {
+    ++instants[event.name];
+    if (event.name != "parsed") continue;
+    const uint32_t t = event.tid == worker0 ? 0 : 1;
+    const int k = static_cast<int>(event.operation_id - t * 1000);
+    ASSERT_GE(k, 1);
+    ASSERT_LE(k, 50);
+    EXPECT_EQ(event.fields.at("n"), std::to_string(-k));
+    EXPECT_EQ(event.fields.at("u"), std::to_string(k));
+    EXPECT_EQ(std::stod(event.fields.at("d")), k / 2.0);
+    EXPECT_EQ(event.fields.at("b"), k % 2 ? "true" : "false");
+    EXPECT_EQ(event.fields.at("size"), "4096 bytes");
+    const std::string text = "payload-" + std::to_string(k);
+    if (GetParam() == ContentPolicy::kFull) {
+      EXPECT_EQ(event.fields.at("s"), text);
+    } else {
+      EXPECT_TRUE(event.fields.at("s").starts_with(
+          "<redacted " + std::to_string(text.size()) + " bytes #"))
+          << event.fields.at("s");
+    }
+  }
+  EXPECT_EQ(instants, (std::map<std::string, int>{{"long", 2}, {"parsed", 100}, {"tick", 100}}));
+
+  // The burn ran inside operation 900000 + t: the kernel's samples say so.
+  for (auto [tid, operation] : {std::pair{worker0, 900000u}, std::pair{worker1, 900001u}}) {
+    const auto& by_operation = trace.sample_operations.at(tid);
+    EXPECT_GE(by_operation.count(operation) ? by_operation.at(operation) : 0, 10u);
+    for (const auto& [id, samples] : by_operation) {
+      EXPECT_TRUE(id == 0 || id == operation || id < 100000) << "sample of tid " << tid
+                                                             << " attributed to " << id;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, ShimTest,
+                         ::testing::Values(ContentPolicy::kNames, ContentPolicy::kFull));
+
+// Reads the "expect <probe> <values>" lines up to "done".
+std::map<std::string, std::vector<std::vector<int64_t>>> ReadExpectations(ChildProcess& program) {
+  std::map<std::string, std::vector<std::vector<int64_t>>> expected;
+  while (true) {
+    const std::vector<std::string> words = program.ReadWords();
+    if (words.empty() || words[0] == "done") break;
+    std::vector<int64_t> values;
+    for (size_t i = 2; i < words.size(); ++i) values.push_back(std::stoll(words[i]));
+    expected[words.at(1)].push_back(values);
+  }
+  return expected;
+}
+
+class UsdtFormsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(UsdtFormsTest, EveryArgumentFormDecodes) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir;
+  ChildProcess program({TestProgram(GetParam()), "6"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  options.probes.usdt.push_back({.text = "forms:*", .provider = "forms", .name = "*"});
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  EXPECT_TRUE(session->stats().warnings.empty()) << session->stats().warnings.front();
+  EXPECT_EQ(session->stats().probe_sites, 6u);  // twice has two sites
+  program.WriteLine("go");
+  const auto expected = ReadExpectations(program);
+  ASSERT_TRUE(session->Stop().ok());
+
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  std::map<std::string, std::vector<std::vector<int64_t>>> seen;
+  for (const testing::ProbeEvent& event : trace.usdt) seen[event.probe].push_back(event.args);
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(expected.size(), 5u);
+}
+
+// usdt_forms: a PIE with the probes; usdt_forms_lib: the probes in a
+// shared library at a random base.
+INSTANTIATE_TEST_SUITE_P(Binaries, UsdtFormsTest,
+                         ::testing::Values("usdt_forms", "usdt_forms_lib"));
+
+TEST(UsdtTest, NotesOfThePieCoverEveryOperandForm) {
+  auto file = probes::ElfFile::Open(TestProgram("usdt_forms"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto notes = (*file)->UsdtNotes();
+  ASSERT_TRUE(notes.ok());
+  std::string all;
+  for (const probes::UsdtNote& note : *notes) all += note.args + " ";
+  // A char in an 8-bit register, 16- and 32-bit registers, memory below and
+  // above a base register, a constant, a global by RIP-relative address.
+  for (const char* form : {"-1@%dil", "-2@%si", "-4@%edx", "-8@%rcx", "-4@-4(%rbp)", "-4@8(%rdi)",
+                           "-4@$42", "forms_global(%rip)"}) {
+    EXPECT_NE(all.find(form), std::string::npos) << form << " not in: " << all;
+  }
+}
+
+TEST(UsdtTest, LibstdcxxThrowAndCatchCountsAreExact) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir;
+  ChildProcess program({TestProgram("exceptions"), "25"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  options.probes.usdt.push_back({.text = "libstdcxx:*", .provider = "libstdcxx", .name = "*"});
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  program.WriteLine("go");
+  ASSERT_EQ(program.ReadLine(), "done 25");
+  ASSERT_TRUE(session->Stop().ok());
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  EXPECT_EQ(CountProbe(trace.usdt, "libstdcxx:throw"), 25u);
+  EXPECT_EQ(CountProbe(trace.usdt, "libstdcxx:catch"), 25u);
+  EXPECT_EQ(CountProbe(trace.usdt, "libstdcxx:rethrow"), 0u);
+}
+
+class ProbeFollowChildrenTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ProbeFollowChildrenTest, ChildrenForkedAfterAttachAreProbedOnlyWhenFollowed) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const bool follow = GetParam();
+  testing::TempDir dir;
+  ChildProcess program({TestProgram("forking_server"), "3", "5"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  options.sources.follow_children = follow;
+  options.probes.usdt.push_back({.text = "server:request", .provider = "server", .name = "request"});
+  options.probes.uprobes.push_back(
+      {.text = "forking_server:handle_request", .target = "forking_server",
+       .symbol = "handle_request", .arg_count = 1});
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  program.WriteLine("go");
+  std::set<uint32_t> children;
+  for (std::vector<std::string> words = program.ReadWords(); !words.empty() && words[0] != "done";
+       words = program.ReadWords()) {
+    children.insert(std::stoul(words.at(1)));
+  }
+  ASSERT_EQ(children.size(), 3u);
+  ASSERT_TRUE(session->Stop().ok());
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  size_t usdt = 0, calls = 0;
+  for (const auto& event : trace.usdt) usdt += children.contains(event.tid);
+  for (const auto& event : trace.uprobe_entries) calls += children.contains(event.tid);
+  EXPECT_EQ(usdt, follow ? 15u : 0u);
+  EXPECT_EQ(calls, follow ? 15u : 0u);
+  EXPECT_EQ(trace.usdt.size(), usdt);  // the parent serves nothing itself
+}
+
+INSTANTIATE_TEST_SUITE_P(Follow, ProbeFollowChildrenTest, ::testing::Bool());
+
+TEST(UprobeTest, CallCountsAreExactAndLatencyMatchesTheProgram) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir;
+  ChildProcess program({TestProgram("uprobe_target"), "41"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  for (const char* spec : {"uprobe_target:work_global(1)", "uprobe_target:work_static",
+                           "uprobe_target:sleep_2ms%return"}) {
+    ASSERT_TRUE(probes::ParseProbeRequests({}, {spec}, &options.probes).ok());
+  }
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  program.WriteLine("go");
+  const std::vector<std::string> done = program.ReadWords();
+  ASSERT_EQ(done.size(), 2u);
+  const double program_median = std::stod(done[1]);
+  ASSERT_TRUE(session->Stop().ok());
+
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  EXPECT_EQ(CountProbe(trace.uprobe_entries, "uprobe_target:work_global"), 41u);
+  EXPECT_EQ(CountProbe(trace.uprobe_entries, "uprobe_target:work_static"), 41u);
+  EXPECT_EQ(CountProbe(trace.uprobe_entries, "uprobe_target:sleep_2ms"), 41u);
+  int64_t expected_arg = 0;
+  for (const auto& event : trace.uprobe_entries) {
+    if (event.probe != "uprobe_target:work_global") continue;
+    ASSERT_EQ(event.args.size(), 1u);
+    EXPECT_EQ(event.args[0], expected_arg++);
+  }
+  std::vector<uint64_t> latencies;
+  for (const auto& ret : trace.uprobe_returns) {
+    EXPECT_EQ(ret.probe, "uprobe_target:sleep_2ms");
+    EXPECT_EQ(ret.retval, 7);
+    latencies.push_back(ret.duration_ns);
+  }
+  ASSERT_EQ(latencies.size(), 41u);
+  std::sort(latencies.begin(), latencies.end());
+  const double median = static_cast<double>(latencies[latencies.size() / 2]);
+  EXPECT_NEAR(median, program_median, 0.05 * program_median);
+}
+
+// Copies a test program to `dir` and returns the copy's path.
+std::string CopyProgram(const std::string& name, const std::string& dir) {
+  const std::string copy = dir + "/" + name;
+  std::filesystem::copy_file(TestProgram(name), copy);
+  return copy;
+}
+
+TEST(ProbeErrorsTest, BadProbesAreNamedAndTheRestOfTheSessionRuns) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir bin;
+  // A stripped copy: work_static (a local symbol) is gone with .symtab.
+  const std::string stripped = CopyProgram("uprobe_target", bin.path());
+  ASSERT_EQ(std::system(("strip --strip-all " + stripped).c_str()), 0);
+  testing::TempDir dir;
+  ChildProcess program({stripped, "5"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  options.probes.usdt.push_back({.text = "nosuch:*", .provider = "nosuch", .name = "*"});
+  ASSERT_TRUE(probes::ParseProbeRequests({}, {"uprobe_target:work_static", "uprobe_target:nosuch",
+                                              "libnosuch:f", "libc:nanosleep"},
+                                         &options.probes)
+                  .ok());
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  const std::vector<std::string> warnings = session->stats().warnings;
+  auto warned = [&](const std::string& text) {
+    return std::any_of(warnings.begin(), warnings.end(),
+                       [&](const std::string& w) { return w.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(warned("--usdt 'nosuch:*': no probe matches"));
+  EXPECT_TRUE(warned("no symbol 'work_static'") && warned("stripped"));
+  EXPECT_TRUE(warned("no symbol 'nosuch'"));
+  EXPECT_TRUE(warned("maps no executable or library named 'libnosuch'"));
+  program.WriteLine("go");
+  ASSERT_EQ(program.ReadWords().at(0), "done");
+  ASSERT_TRUE(session->Stop().ok());
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  // The probe that resolved (libc exports nanosleep) and the kernel's
+  // events still arrive.
+  EXPECT_EQ(CountProbe(trace.uprobe_entries, "libc:nanosleep"), 5u);
+  EXPECT_GT(trace.kinds.at("sched_switch"), 0u);
+}
+
+TEST(ProbeErrorsTest, MalformedNotesAreReportedAndOtherFilesStillProbed) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir bin;
+  const std::string broken = CopyProgram("usdt_forms", bin.path());
+  // The first note's name size now points far past the section.
+  const std::string offset_cmd =
+      "readelf -S -W " + broken + " | awk '$2==\".note.stapsdt\"{print $5}'";
+  FILE* pipe = popen(offset_cmd.c_str(), "r");
+  char hex[64] = {};
+  ASSERT_NE(fgets(hex, sizeof hex, pipe), nullptr);
+  pclose(pipe);
+  const off_t note_offset = static_cast<off_t>(std::stoull(hex, nullptr, 16));
+  const int fd = open(broken.c_str(), O_WRONLY);
+  const uint32_t huge = 0x7fffffff;
+  ASSERT_EQ(pwrite(fd, &huge, sizeof huge, note_offset), static_cast<ssize_t>(sizeof huge));
+  close(fd);
+
+  testing::TempDir dir;
+  ChildProcess program({broken, "2"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  options.probes.usdt.push_back({.text = "forms:*", .provider = "forms", .name = "*"});
+  options.probes.uprobes.push_back({.text = "libc:write", .target = "libc", .symbol = "write"});
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  const std::vector<std::string> warnings = session->stats().warnings;
+  EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
+    return w.find("malformed USDT note #0") != std::string::npos;
+  })) << (warnings.empty() ? "no warnings" : warnings.front());
+  program.WriteLine("go");
+  ReadExpectations(program);
+  ASSERT_TRUE(session->Stop().ok());
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  EXPECT_GT(trace.kinds.at("sched_switch"), 0u);
+  EXPECT_GT(CountProbe(trace.uprobe_entries, "libc:write"), 0u);  // the program's printf
+}
+
+}  // namespace
+}  // namespace loupe::session

@@ -1,0 +1,69 @@
+/* Functions to probe: after the go line, calls the global work_global()
+ * and the static work_static() <calls> times each, then sleep_2ms() <calls>
+ * times, timing each call itself. Prints "ready <pid>", then
+ * "done <median ns of sleep_2ms>", waits for stdin to close. */
+#include <time.h>
+#include "testprog.h"
+
+static volatile long sink;
+
+__attribute__((noinline)) long work_global(long x)
+{
+	sink += x;
+	return sink;
+}
+
+__attribute__((noinline)) static long work_static(long x)
+{
+	sink -= x;
+	return sink;
+}
+
+__attribute__((noinline)) int sleep_2ms(void)
+{
+	struct timespec ts = {0, 2000000};
+
+	nanosleep(&ts, NULL);
+	return 7;
+}
+
+static unsigned long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+static int compare(const void *a, const void *b)
+{
+	unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	int calls = argc > 1 ? atoi(argv[1]) : 50;
+	unsigned long long *took = calloc((size_t)calls, sizeof *took);
+
+	printf("ready %d\n", getpid());
+	fflush(stdout);
+	testprog_wait_line();
+	for (long i = 0; i < calls; ++i) {
+		work_global(i);
+		work_static(i);
+	}
+	for (int i = 0; i < calls; ++i) {
+		unsigned long long start = now_ns();
+
+		sleep_2ms();
+		took[i] = now_ns() - start;
+	}
+	qsort(took, (size_t)calls, sizeof *took, compare);
+	printf("done %llu\n", took[calls / 2]);
+	fflush(stdout);
+	free(took);
+	testprog_wait_eof();
+	return 0;
+}
