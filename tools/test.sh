@@ -15,5 +15,6 @@ if [ ! -f build-asan/CMakeCache.txt ]; then
     -DLOUPE_SANITIZE=address,undefined -DLOUPE_FUZZ=ON -DLOUPE_BUILD_BENCH=OFF \
     -DLOUPE_FUZZ_SECONDS="${LOUPE_FUZZ_SECONDS:-60}"
 fi
-cmake --build build-asan -j2 --target format_tests segment_reader_fuzz block_decoder_fuzz fuzz_make_seeds
+cmake --build build-asan -j2 --target format_tests probes_unit_tests segment_reader_fuzz \
+  block_decoder_fuzz usdt_notes_fuzz fuzz_make_seeds usdt_note_seeds
 (cd build-asan && ctest -j2 --output-on-failure --timeout 600 -L 'unit|fuzz' -E '_replay$')

@@ -1,0 +1,216 @@
+// The session's handling of probe events, without BPF: records as the BPF
+// programs write them, decoded against this very process's memory (names
+// are read by address), the content policy, operation attribution and
+// call/return pairing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "daemon/session/content_policy.h"
+#include "daemon/session/operation_tracker.h"
+#include "daemon/session/probe_record_decoder.h"
+#include "daemon/session/uprobe_pairer.h"
+#include "shared/records.h"
+
+namespace loupe::session {
+namespace {
+
+template <typename T>
+std::span<const uint8_t> Bytes(const T& record, size_t size = sizeof(T)) {
+  return {reinterpret_cast<const uint8_t*>(&record), size};
+}
+
+uint64_t Address(const char* text) { return reinterpret_cast<uint64_t>(text); }
+
+loupe_record_header Header(uint16_t type, uint64_t time_ns) {
+  return {.type = type, .size = 0, .cpu = 1, .time_ns = time_ns};
+}
+
+const std::vector<std::string> kProbeNames = {"prov:start", "libc:malloc"};
+
+TEST(ContentPolicyTest, NamesPolicyKeepsLengthAndAKeyedHashOnly) {
+  ContentFilter names(ContentPolicy::kNames);
+  const std::string secret = names.Apply("secret-user-42", 14);
+  EXPECT_EQ(secret.find("secret"), std::string::npos);
+  EXPECT_TRUE(secret.starts_with("<redacted 14 bytes #")) << secret;
+  EXPECT_EQ(names.Apply("secret-user-42", 14), secret);  // equal values stay equal
+  EXPECT_NE(names.Apply("secret-user-43", 14), secret);
+  EXPECT_NE(ContentFilter(ContentPolicy::kNames).Apply("secret-user-42", 14), secret);
+  EXPECT_EQ(ContentFilter(ContentPolicy::kFull).Apply("secret-user-42", 14), "secret-user-42");
+  EXPECT_EQ(*ParseContentPolicy("full"), ContentPolicy::kFull);
+  EXPECT_EQ(*ParseContentPolicy("names"), ContentPolicy::kNames);
+  auto bad = ParseContentPolicy("everything");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("'everything'"), std::string::npos);
+}
+
+TEST(ProbeRecordDecoderTest, ShimEventsReadNamesFromTheProcess) {
+  ProbeRecordDecoder decoder(&kProbeNames, ContentPolicy::kNames);
+  const uint32_t self = static_cast<uint32_t>(getpid());
+  loupe_shim_event span{.hdr = Header(LOUPE_REC_SPAN_BEGIN, 100),
+                        .tid = 7,
+                        .tgid = self,
+                        .args = {Address("handle"), 5, 4, 99}};
+  auto event = decoder.Decode(Bytes(span));
+  ASSERT_TRUE(event.has_value());
+  const format::Record& record = event->View();
+  const auto& begin = std::get<format::SpanBegin>(record.payload);
+  EXPECT_EQ(begin.name, "handle");
+  EXPECT_EQ(begin.span_id, 5u);
+  EXPECT_EQ(begin.parent_id, 4u);
+  EXPECT_EQ(begin.operation_id, 99u);
+  EXPECT_EQ(record.tid, 7u);
+
+  loupe_shim_event counter{.hdr = Header(LOUPE_REC_COUNTER, 101),
+                           .tid = 7,
+                           .tgid = self,
+                           .args = {Address("depth"), 1, static_cast<uint64_t>(-3)}};
+  event = decoder.Decode(Bytes(counter));
+  ASSERT_TRUE(event.has_value());
+  const auto& value = std::get<format::Counter>(event->View().payload);
+  EXPECT_EQ(value.name, "depth");
+  EXPECT_EQ(value.value.AsInt(), -3);
+
+  // An address that is not mapped: the event stays, the loss is counted.
+  span.args[0] = 8;
+  event = decoder.Decode(Bytes(span));
+  ASSERT_TRUE(event.has_value());
+  EXPECT_NE(std::get<format::SpanBegin>(event->View().payload).name.find("unreadable"),
+            std::string::npos);
+  EXPECT_EQ(decoder.losses().shim_unreadable, 1u);
+  // A record of the wrong size is malformed.
+  EXPECT_FALSE(decoder.Decode(Bytes(span, sizeof span - 8)).has_value());
+}
+
+TEST(ProbeRecordDecoderTest, InstantFieldsStringsCutAndRedacted) {
+  ProbeRecordDecoder decoder(&kProbeNames, ContentPolicy::kNames);
+  loupe_shim_instant instant{};
+  instant.hdr = Header(LOUPE_REC_INSTANT, 5);
+  instant.tgid = static_cast<uint32_t>(getpid());
+  instant.name = Address("parsed");
+  instant.operation = 12;
+  instant.count = 3;
+  instant.fields[0] = {.key = Address("n"), .type = 1, .length = 0, .value = static_cast<uint64_t>(-5)};
+  instant.fields[1] = {.key = Address("s"), .type = 5, .length = 5, .value = 0};
+  std::memcpy(instant.strings[1], "hello", 5);
+  instant.fields[2] = {.key = Address("long"), .type = 5, .length = 100, .value = 0};
+  std::memset(instant.strings[2], 'x', LOUPE_SHIM_MAX_STRING);
+  auto event = decoder.Decode(Bytes(instant));
+  ASSERT_TRUE(event.has_value());
+  const auto& decoded = std::get<format::Instant>(event->View().payload);
+  EXPECT_EQ(decoded.name, "parsed");
+  EXPECT_EQ(decoded.operation_id, 12u);
+  ASSERT_EQ(decoded.fields.size(), 3u);
+  EXPECT_EQ(decoded.fields[0].key, "n");
+  EXPECT_EQ(decoded.fields[0].value.AsInt(), -5);
+  EXPECT_TRUE(decoded.fields[1].value.text.starts_with("<redacted 5 bytes #"));
+  EXPECT_TRUE(decoded.fields[2].value.text.starts_with("<redacted 100 bytes #"));
+  EXPECT_EQ(decoder.losses().shim_strings_cut, 1u);
+
+  ProbeRecordDecoder full(&kProbeNames, ContentPolicy::kFull);
+  event = full.Decode(Bytes(instant));
+  ASSERT_TRUE(event.has_value());
+  const auto& kept = std::get<format::Instant>(event->View().payload);
+  EXPECT_EQ(kept.fields[1].value.text, "hello");
+  EXPECT_EQ(kept.fields[2].value.text, std::string(LOUPE_SHIM_MAX_STRING, 'x'));
+
+  instant.count = LOUPE_SHIM_MAX_FIELDS + 1;
+  EXPECT_FALSE(full.Decode(Bytes(instant)).has_value());
+}
+
+TEST(ProbeRecordDecoderTest, UsdtAndUprobeEventsNameTheirProbes) {
+  ProbeRecordDecoder decoder(&kProbeNames, ContentPolicy::kFull);
+  loupe_usdt_event usdt{};
+  usdt.hdr = Header(LOUPE_REC_USDT, 9);
+  usdt.tid = 3;
+  usdt.probe = 0;
+  usdt.arg_count = 2;
+  usdt.args[0] = -1;
+  usdt.args[1] = 1LL << 40;
+  auto event = decoder.Decode(Bytes(usdt, offsetof(loupe_usdt_event, string)));
+  ASSERT_TRUE(event.has_value());
+  const auto& decoded = std::get<format::UsdtEvent>(event->View().payload);
+  EXPECT_EQ(decoded.probe, "prov:start");
+  EXPECT_EQ(std::vector<int64_t>(decoded.args.begin(), decoded.args.end()),
+            (std::vector<int64_t>{-1, 1LL << 40}));
+  // A string that filled the buffer was cut.
+  std::memset(usdt.string, 'q', sizeof usdt.string - 1);
+  usdt.string_length = sizeof usdt.string;
+  event = decoder.Decode(Bytes(usdt));
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ(std::get<format::UsdtEvent>(event->View().payload).str_arg.size(),
+            sizeof usdt.string - 1);
+  EXPECT_EQ(decoder.losses().usdt_strings_cut, 1u);
+  usdt.arg_count = LOUPE_USDT_MAX_ARGS + 1;
+  EXPECT_FALSE(decoder.Decode(Bytes(usdt)).has_value());
+
+  loupe_uprobe_event ret{.hdr = Header(LOUPE_REC_UPROBE_RETURN, 10), .tid = 3, .probe = 1,
+                         .arg_count = 1, .values = {42}};
+  event = decoder.Decode(Bytes(ret));
+  ASSERT_TRUE(event.has_value());
+  const auto& returned = std::get<format::UprobeReturn>(event->View().payload);
+  EXPECT_EQ(returned.probe, "libc:malloc");
+  EXPECT_EQ(returned.retval, 42);
+  ret.probe = 77;
+  event = decoder.Decode(Bytes(ret));
+  EXPECT_EQ(std::get<format::UprobeReturn>(event->View().payload).probe, "<unknown probe>");
+}
+
+format::Record At(uint32_t tid, format::Payload payload, uint64_t time_ns = 0) {
+  return {.time_ns = time_ns, .tid = tid, .payload = payload};
+}
+
+TEST(OperationTrackerTest, SamplesAndOffCpuIntervalsGetTheInnermostOperation) {
+  OperationTracker tracker;
+  std::vector<format::Record> stream = {
+      At(1, format::OperationBegin{.operation_id = 10}),
+      At(1, format::CpuSample{}),
+      At(1, format::OperationBegin{.operation_id = 11}),
+      At(2, format::CpuSample{}),
+      At(1, format::OffCpu{}),
+      At(1, format::OperationEnd{.operation_id = 11}),
+      At(1, format::CpuSample{}),
+      At(1, format::OperationEnd{.operation_id = 10}),
+      At(1, format::CpuSample{}),
+  };
+  for (format::Record& record : stream) tracker.Observe(record);
+  EXPECT_EQ(std::get<format::CpuSample>(stream[1].payload).operation_id, 10u);
+  EXPECT_EQ(std::get<format::CpuSample>(stream[3].payload).operation_id, 0u);  // other thread
+  EXPECT_EQ(std::get<format::OffCpu>(stream[4].payload).operation_id, 11u);
+  EXPECT_EQ(std::get<format::CpuSample>(stream[6].payload).operation_id, 10u);
+  EXPECT_EQ(std::get<format::CpuSample>(stream[8].payload).operation_id, 0u);
+  EXPECT_EQ(tracker.tracked_threads(), 0u);
+
+  // An end for an outer scope closes the inner ones left open; an exit forgets.
+  format::Record begin = At(3, format::OperationBegin{.operation_id = 1});
+  format::Record inner = At(3, format::OperationBegin{.operation_id = 2});
+  format::Record end = At(3, format::OperationEnd{.operation_id = 1});
+  for (format::Record* r : {&begin, &inner, &end}) tracker.Observe(*r);
+  EXPECT_EQ(tracker.tracked_threads(), 0u);
+  format::Record again = At(4, format::OperationBegin{.operation_id = 5});
+  format::Record exit = At(4, format::ThreadExit{.pid = 4});
+  tracker.Observe(again);
+  tracker.Observe(exit);
+  EXPECT_EQ(tracker.tracked_threads(), 0u);
+}
+
+TEST(UprobePairerTest, ReturnsPairWithTheirEntriesEvenWhenRecursive) {
+  UprobePairer pairer;
+  const std::string_view probe = kProbeNames[1];
+  std::vector<format::Record> stream = {
+      At(1, format::UprobeEntry{.probe = probe}, 100),
+      At(1, format::UprobeEntry{.probe = probe}, 150),
+      At(2, format::UprobeReturn{.probe = probe}, 160),  // entered before tracing
+      At(1, format::UprobeReturn{.probe = probe}, 170),
+      At(1, format::UprobeReturn{.probe = probe}, 400),
+  };
+  for (format::Record& record : stream) pairer.Observe(record);
+  EXPECT_EQ(std::get<format::UprobeReturn>(stream[2].payload).duration_ns, 0u);
+  EXPECT_EQ(std::get<format::UprobeReturn>(stream[3].payload).duration_ns, 20u);
+  EXPECT_EQ(std::get<format::UprobeReturn>(stream[4].payload).duration_ns, 300u);
+  EXPECT_EQ(pairer.open_calls(), 0u);
+}
+
+}  // namespace
+}  // namespace loupe::session

@@ -1,0 +1,58 @@
+// ElfFile against real binaries of tests/testprogs.
+#include "daemon/probes/elf_file.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/child_process.h"
+
+namespace loupe::probes {
+namespace {
+
+using testing::TestProgram;
+
+TEST(ElfFileTest, NotesSymbolsAndOffsetsOfAPie) {
+  auto file = ElfFile::Open(TestProgram("usdt_forms"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto notes = (*file)->UsdtNotes();
+  ASSERT_TRUE(notes.ok()) << notes.status();
+  EXPECT_EQ(notes->size(), 6u);
+  for (const UsdtNote& note : *notes) {
+    EXPECT_EQ(note.provider, "forms");
+    auto offset = (*file)->FileOffset(note.pc);
+    ASSERT_TRUE(offset.ok()) << offset.status();
+    // sys/sdt.h probes are a one-byte nop.
+    EXPECT_EQ((*file)->BytesAt(note.pc, 1), std::vector<uint8_t>{0x90});
+  }
+  auto global = (*file)->FindSymbol("forms_global");
+  ASSERT_TRUE(global.has_value());
+  EXPECT_TRUE(global->global);
+  EXPECT_EQ(global->size, 4u);
+  EXPECT_FALSE((*file)->FindSymbol("no_such_symbol").has_value());
+  EXPECT_TRUE((*file)->HasSymbolTable());
+}
+
+TEST(ElfFileTest, ShimProbesAreFiveByteNopsWithSemaphores) {
+  auto file = ElfFile::Open(TestProgram("shim_app"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto notes = (*file)->UsdtNotes();
+  ASSERT_TRUE(notes.ok()) << notes.status();
+  ASSERT_FALSE(notes->empty());
+  for (const UsdtNote& note : *notes) {
+    EXPECT_EQ(note.provider, "loupe");
+    EXPECT_NE(note.semaphore, 0u) << note.name;
+    EXPECT_EQ((*file)->BytesAt(note.pc, 5), (std::vector<uint8_t>{0x0f, 0x1f, 0x44, 0x00, 0x00}));
+    EXPECT_TRUE(ParseUsdtArgs(note.args).ok()) << note.args;
+  }
+}
+
+TEST(ElfFileTest, NotElfIsAClearError) {
+  auto missing = ElfFile::Open("/nonexistent/binary");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().ToString().find("/nonexistent/binary"), std::string::npos);
+  auto text = ElfFile::Open("/etc/hostname");
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.status().ToString().find("/etc/hostname"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loupe::probes
