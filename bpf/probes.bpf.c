@@ -11,6 +11,13 @@ char LICENSE[] SEC("license") = "GPL";
  * (following children): then only targets' events are kept. */
 const volatile bool cfg_filter_targets = false;
 
+/* Set by the daemon once every site is attached and cleared before any is
+ * detached: links come and go one at a time (and a detached program stops
+ * before its breakpoint and semaphore go), so without it the trace would
+ * start and end with some probes on and others off (a span's end without
+ * its begin). */
+volatile bool recording = false;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, LOUPE_USDT_MAX_SPECS);
@@ -20,7 +27,7 @@ struct {
 
 static __always_inline bool wanted(__u64 id)
 {
-	return !cfg_filter_targets || is_target(id >> 32);
+	return recording && (!cfg_filter_targets || is_target(id >> 32));
 }
 
 static __always_inline int emit_shim(struct pt_regs *ctx, __u16 type)

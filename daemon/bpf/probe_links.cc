@@ -62,7 +62,10 @@ ProbeLinks::~ProbeLinks() { Detach(); }
 
 size_t ProbeLinks::attached() const { return objects_->links.size(); }
 
-void ProbeLinks::Detach() { objects_->links.clear(); }
+void ProbeLinks::Detach() {
+  if (objects_->skeleton) (*objects_->skeleton)->bss->recording = false;
+  objects_->links.clear();
+}
 
 absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::ProbePlan& plan,
                                                                bool system_wide,
@@ -95,6 +98,7 @@ absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::Pro
     }
     links->objects_->links.emplace_back(link);
   }
+  (*skel)->bss->recording = true;  // every site at once
   links->objects_->skeleton = *std::move(skel);
   return links;
 }

@@ -1,6 +1,8 @@
 /* A small multi-threaded "service" for the quick start: workers that
  * compute, contend for a lock, sleep on I/O-like waits and hand work to each
- * other over a pipe, until killed or for the given seconds. */
+ * other over a pipe, until killed or for the given seconds. Each round is an
+ * operation ("request") with spans, told to Loupe through the shim. */
+#include <loupe/loupe.h>
 #include <pthread.h>
 #include <time.h>
 #include "testprog.h"
@@ -38,13 +40,25 @@ static void *worker(void *arg)
 {
 	long id = (long)arg;
 	char c = 'w';
+	uint64_t round = 0;
+	int ok = 1;
 
-	while (now() < deadline) {
-		update_shared(compute(200000));
+	LOUPE_THREAD_NAME(id == 0 ? "producer" : id == 1 ? "consumer" : "worker");
+	while (ok && now() < deadline) {
+		loupe_operation_t request = loupe_operation_begin(((uint64_t)id << 32) | ++round, "request");
+		loupe_span_t span = loupe_span_begin("compute");
+		unsigned long result = compute(200000);
+
+		loupe_span_end(span);
+		span = loupe_span_begin("update_shared");
+		update_shared(result);
+		loupe_span_end(span);
 		if (id == 0 && write(handoff[1], &c, 1) != 1)
-			break;
+			ok = 0;
 		if (id == 1 && read(handoff[0], &c, 1) != 1)
-			break;
+			ok = 0;
+		LOUPE_EVENT("round", loupe_int("worker", id), loupe_uint("round", round));
+		loupe_operation_end(request);
 		usleep(500 + id * 300);
 	}
 	return NULL;
