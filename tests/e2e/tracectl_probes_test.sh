@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Probes through tracectl, embedded and through louped: the shim's events,
+# --usdt and --uprobe, a probe that matches nothing named while the session
+# runs, --content-policy, and bad probe specs refused with exit 2.
+set -euo pipefail
+louped=$1 tracectl=$2 shim_app=$3 forms=$4
+fail() { echo "FAIL: $*"; exit 1; }
+if [ "$(id -u)" != 0 ]; then
+  [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
+  echo "SKIP: needs root to load BPF"; exit 77
+fi
+work=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+
+# start NAME PROGRAM ARGS...: runs a test program that waits for "go".
+start() {
+  local name=$1; shift
+  mkfifo "$work/$name.in"
+  "$@" < "$work/$name.in" > "$work/$name.out" &
+  pids+=($!)
+  exec {fd}> "$work/$name.in"
+  eval "${name}_fd=$fd"
+  until grep -q ready "$work/$name.out"; do sleep 0.05; done
+  eval "${name}_pid=$(awk '/ready/{print $2}' "$work/$name.out")"
+}
+
+# Embedded: the shim plus a uprobe with latency and a probe that matches nothing.
+start shim "$shim_app" 1 20
+"$tracectl" attach "$shim_pid" --duration 2s --output "$work/embedded" -q \
+  --uprobe 'libc:nanosleep%return' --usdt 'nosuch:*' --content-policy full \
+  > "$work/embedded.out" 2> "$work/embedded.err" &
+tracer=$!
+until grep -q "probe site" "$work/embedded.err"; do sleep 0.05; done
+echo go >&"$shim_fd"
+wait "$tracer" || true
+grep -q "warning.* --usdt 'nosuch:\*': no probe matches" "$work/embedded.err" \
+  || fail "no warning for a probe that matches nothing: $(cat "$work/embedded.err")"
+"$tracectl" verify "$work/embedded" > "$work/embedded.verify" || true
+for kind in span_begin span_end instant counter operation_begin sched_switch; do
+  grep -q "$kind=" "$work/embedded.verify" || fail "no $kind: $(cat "$work/embedded.verify")"
+done
+grep -q "shim/string_truncated" "$work/embedded.verify" \
+  || fail "the cut strings are not reported: $(cat "$work/embedded.verify")"
+
+# Through louped: the request carries --usdt with a string argument.
+sock="$work/louped.sock"
+"$louped" --socket "$sock" --output-dir "$work/traces" > "$work/louped.log" 2>&1 &
+pids+=($!)
+start forms "$forms" 3
+until [ -S "$sock" ]; do sleep 0.05; done
+"$tracectl" --socket "$sock" attach "$forms_pid" --duration 2s -q --usdt 'forms:*' \
+  > "$work/daemon.out" 2> "$work/daemon.err" &
+tracer=$!
+until grep -q "probe site" "$work/daemon.err"; do sleep 0.05; done
+grep -q "louped is tracing" "$work/daemon.err" || fail "not through louped: $(cat "$work/daemon.err")"
+grep -q "6 probe site(s) attached" "$work/daemon.err" || fail "$(cat "$work/daemon.err")"
+echo go >&"$forms_fd"
+wait "$tracer" || fail "attach through louped: $(cat "$work/daemon.err")"
+"$tracectl" verify "$work/traces" > "$work/daemon.verify" || fail "$(cat "$work/daemon.verify")"
+grep -q "usdt=15" "$work/daemon.verify" || fail "expected 15 USDT events: $(cat "$work/daemon.verify")"
+
+# Bad specs: refused before anything starts, naming what is wrong.
+for bad in "--usdt=nocolon" "--uprobe=libc:malloc(9)" "--content-policy=everything"; do
+  set +e
+  "$tracectl" attach "$forms_pid" --duration 1s "$bad" 2> "$work/bad.err"
+  code=$?
+  set -e
+  [ "$code" = 2 ] || fail "$bad exited $code"
+  grep -q "${bad#--*=}" "$work/bad.err" || fail "$bad: $(cat "$work/bad.err")"
+done
+echo PASS
