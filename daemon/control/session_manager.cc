@@ -159,6 +159,8 @@ v1::SessionStatus SessionManager::ToProto(const session::SessionStats& stats, ui
   status.set_bytes_written(stats.bytes_written);
   status.set_segments(stats.segments);
   status.set_last_error(stats.last_error);
+  for (const std::string& warning : stats.warnings) status.add_warnings(warning);
+  status.set_probe_sites(stats.probe_sites);
   return status;
 }
 

@@ -49,12 +49,14 @@ sock="$work/louped.sock"
 pids+=($!)
 start forms "$forms" 3
 until [ -S "$sock" ]; do sleep 0.05; done
-"$tracectl" --socket "$sock" attach "$forms_pid" --duration 2s -q --usdt 'forms:*' \
+"$tracectl" --socket "$sock" attach "$forms_pid" --duration 2s -q --usdt 'forms:*' --usdt 'nosuch:x' \
   > "$work/daemon.out" 2> "$work/daemon.err" &
 tracer=$!
 until grep -q "probe site" "$work/daemon.err"; do sleep 0.05; done
 grep -q "louped is tracing" "$work/daemon.err" || fail "not through louped: $(cat "$work/daemon.err")"
 grep -q "6 probe site(s) attached" "$work/daemon.err" || fail "$(cat "$work/daemon.err")"
+grep -q "warning: --usdt 'nosuch:x': no probe matches" "$work/daemon.err" \
+  || fail "louped's probe warning did not reach tracectl: $(cat "$work/daemon.err")"
 echo go >&"$forms_fd"
 wait "$tracer" || fail "attach through louped: $(cat "$work/daemon.err")"
 "$tracectl" verify "$work/traces" > "$work/daemon.verify" || fail "$(cat "$work/daemon.verify")"

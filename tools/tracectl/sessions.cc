@@ -24,6 +24,8 @@ void Print(const v1::SessionStatus& status, bool json) {
              static_cast<double>(status.bytes_written()) / 1e6, status.output_dir());
   for (const auto& [what, count] : status.losses()) fmt::print("    lost {} ({})\n", count, what);
   if (!status.last_error().empty()) fmt::print("    error: {}\n", status.last_error());
+  if (status.probe_sites() != 0) fmt::print("    probe sites: {}\n", status.probe_sites());
+  for (const std::string& warning : status.warnings()) fmt::print("    warning: {}\n", warning);
 }
 
 }  // namespace
