@@ -115,8 +115,13 @@ TEST_P(ShimTest, EveryKindArrivesWithExactCountsAndFields) {
   const TraceDigest trace = DigestTrace(dir.path());
   ASSERT_TRUE(trace.readable);
   EXPECT_EQ(trace.config.at("content_policy"), GetParam() == ContentPolicy::kFull ? "full" : "names");
-  // Only the 100-byte strings were cut, and each cut was counted.
-  EXPECT_EQ(trace.losses, (std::map<std::string, uint64_t>{{"shim/string_truncated", 2}}));
+  // Only the 100-byte strings were cut, and each cut was counted. (A CPU
+  // sample's stack may be cut too: libstdc++ has no frame pointers to walk.)
+  std::map<std::string, uint64_t> shim_losses;
+  for (const auto& [what, count] : trace.losses) {
+    if (what.starts_with("shim/")) shim_losses[what] = count;
+  }
+  EXPECT_EQ(shim_losses, (std::map<std::string, uint64_t>{{"shim/string_truncated", 2}}));
   EXPECT_EQ(trace.span_begins, (std::map<std::string, uint64_t>{{"handle", 100}, {"parse", 100}}));
   EXPECT_EQ(trace.span_ends, 200u);
   EXPECT_TRUE(trace.open_spans.empty());
