@@ -26,7 +26,7 @@ TEST(ElfFileTest, NotesSymbolsAndOffsetsOfAPie) {
   auto global = (*file)->FindSymbol("forms_global");
   ASSERT_TRUE(global.has_value());
   EXPECT_TRUE(global->global);
-  EXPECT_EQ(global->size, 4u);
+  EXPECT_GE(global->size, 4u);  // an int; sanitizer builds pad globals with redzones
   EXPECT_FALSE((*file)->FindSymbol("no_such_symbol").has_value());
   EXPECT_TRUE((*file)->HasSymbolTable());
 }
