@@ -117,17 +117,50 @@ absl::Status ValidateWriterOptions(const WriterOptions& o) {
 }
 
 SegmentWriter::SegmentWriter(WriterOptions options, v1::SegmentHeader header, PreambleHook preamble,
-                             FrameCompressor compressor)
+                             SymbolHook symbols, FrameCompressor compressor)
     : options_(std::move(options)),
       header_template_(std::move(header)),
       preamble_(std::move(preamble)),
+      symbols_(std::move(symbols)),
       compressor_(std::move(compressor)) {}
+
+// Room kept at the end of a file for what sealing adds: the trailer, and an
+// eighth of the file for symbols when there are any.
+uint64_t SegmentWriter::TailReserve() const {
+  return symbols_ ? std::max(kTrailerReserve, options_.max_file_size / 8) : kTrailerReserve;
+}
+
+// The symbol frame, if it fits what is left of the file; a table too big is
+// replaced by one that says so (the stacks keep their raw addresses).
+absl::Status SegmentWriter::WriteSymbols() {
+  v1::SymbolTable table = symbols_();
+  std::string frame;
+  wire::AppendBytesField(&frame, layout::kFrameSymbols, table.SerializeAsString());
+  compressed_.clear();
+  if (absl::Status status = compressor_.Compress(frame, &compressed_); !status.ok()) return status;
+  if (file_size_ + compressed_.size() + kTrailerReserve > options_.max_file_size) {
+    v1::SymbolTable cut;
+    cut.add_notes(fmt::format("symbol table of {} addresses ({} bytes) left out: over the file "
+                              "size limit",
+                              table.addresses_size(), compressed_.size()));
+    frame.clear();
+    wire::AppendBytesField(&frame, layout::kFrameSymbols, cut.SerializeAsString());
+    compressed_.clear();
+    if (absl::Status status = compressor_.Compress(frame, &compressed_); !status.ok()) {
+      return status;
+    }
+    CountLoss(LossSource::kSymbolizer, LossReason::kCapReached,
+              static_cast<uint64_t>(table.addresses_size()));
+  }
+  return WriteFrame(compressed_);
+}
 
 SegmentWriter::~SegmentWriter() { Close().IgnoreError(); }
 
 absl::StatusOr<std::unique_ptr<SegmentWriter>> SegmentWriter::Create(WriterOptions options,
                                                                      v1::SegmentHeader header,
-                                                                     PreambleHook preamble) {
+                                                                     PreambleHook preamble,
+                                                                     SymbolHook symbols) {
   if (absl::Status status = ValidateWriterOptions(options); !status.ok()) return status;
   std::error_code error;
   fs::create_directories(options.directory, error);
@@ -139,7 +172,8 @@ absl::StatusOr<std::unique_ptr<SegmentWriter>> SegmentWriter::Create(WriterOptio
   if (!compressor.ok()) return compressor.status();
   header.set_session_id(options.session_id);
   std::unique_ptr<SegmentWriter> writer(new SegmentWriter(
-      std::move(options), std::move(header), std::move(preamble), *std::move(compressor)));
+      std::move(options), std::move(header), std::move(preamble), std::move(symbols),
+      *std::move(compressor)));
   if (absl::Status status = writer->ScanExisting(); !status.ok()) return status;
   return writer;
 }
@@ -287,11 +321,11 @@ absl::Status SegmentWriter::Append(const Record& record) {
   // pending_bytes() walks every column; checking every 64 events is plenty.
   if ((encoder_.event_count() & 63) == 0) {
     const uint64_t room =
-        options_.max_file_size - std::min(options_.max_file_size, file_size_ + kTrailerReserve);
+        options_.max_file_size - std::min(options_.max_file_size, file_size_ + TailReserve());
     // Raw bytes bound the compressed size, so a block never overruns the file.
     if (encoder_.pending_bytes() >= std::min<uint64_t>(options_.block_bytes, room)) {
       status.Update(FlushBlock());
-      if (file_size_ + kTrailerReserve + kMinBlockRoom >= options_.max_file_size) {
+      if (file_size_ + TailReserve() + kMinBlockRoom >= options_.max_file_size) {
         status.Update(Seal(/*final=*/false));
       }
     }
@@ -390,6 +424,7 @@ absl::Status SegmentWriter::Seal(bool final) {
   CountLoss(LossSource::kWriter, LossReason::kStringTruncated,
             now.strings - truncations_at_open_.strings);
   CountLoss(LossSource::kWriter, LossReason::kCapReached, now.lists - truncations_at_open_.lists);
+  if (symbols_) status.Update(WriteSymbols());  // before the trailer: it counts a cut table
 
   std::string frame;
   wire::AppendBytesField(&frame, layout::kFrameTrailer, BuildTrailer().SerializeAsString());

@@ -57,12 +57,16 @@ class SegmentWriter {
   // records that make it readable alone (processes, threads, names) with
   // AppendPreamble.
   using PreambleHook = std::function<void(SegmentWriter&)>;
+  // Called when a segment is sealed, for the symbols of the addresses in its
+  // stacks (written as the segment's symbol frame, before the trailer).
+  using SymbolHook = std::function<v1::SymbolTable()>;
 
   // `header` supplies identity and settings; the writer fills sequence,
   // format version and clock anchor per segment.
   static absl::StatusOr<std::unique_ptr<SegmentWriter>> Create(WriterOptions options,
                                                                v1::SegmentHeader header,
-                                                               PreambleHook preamble = {});
+                                                               PreambleHook preamble = {},
+                                                               SymbolHook symbols = {});
   ~SegmentWriter();
   SegmentWriter(const SegmentWriter&) = delete;
   SegmentWriter& operator=(const SegmentWriter&) = delete;
@@ -98,7 +102,9 @@ class SegmentWriter {
   };
 
   SegmentWriter(WriterOptions options, v1::SegmentHeader header, PreambleHook preamble,
-                FrameCompressor compressor);
+                SymbolHook symbols, FrameCompressor compressor);
+  absl::Status WriteSymbols();
+  uint64_t TailReserve() const;
   absl::Status ScanExisting();
   absl::Status OpenSegment(uint64_t first_time_ns);
   absl::Status FlushBlock();
@@ -114,6 +120,7 @@ class SegmentWriter {
   WriterOptions options_;
   v1::SegmentHeader header_template_;
   PreambleHook preamble_;
+  SymbolHook symbols_;
   FrameCompressor compressor_;
   BlockEncoder encoder_;
   std::string frame_;

@@ -32,6 +32,7 @@ std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
       OwnedEvent made;
       made.record = {
           .time_ns = record.time_ns, .tid = change->next_tid, .cpu = record.cpu, .payload = off};
+      made.prev_tgid = event.next_tgid;  // the interval's process, for symbols
       made.frames = std::move(out->second.frames);
       made.user_depth = out->second.user_depth;
       interval = std::move(made);

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "absl/hash/hash.h"
+
 #include "daemon/base/status_util.h"
 #include "daemon/session/bpf_record_decoder.h"
 #include "shared/records.h"
@@ -199,9 +201,17 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
     return absl::NotFoundError("every target exited before tracing started");
   }
 
-  absl::StatusOr<std::unique_ptr<format::SegmentWriter>> writer =
-      format::SegmentWriter::Create(session->options_.writer, session->Header(),
-                                    [self](format::SegmentWriter& w) { self->WritePreamble(w); });
+  format::SegmentWriter::SymbolHook symbol_hook;
+  if (session->options_.symbolize) {
+    session->symbolizer_ = std::make_unique<symbols::Symbolizer>();
+    for (const auto& [pid, process] : session->processes_) {
+      session->address_spaces_.Snapshot(pid, MonotonicNow());
+    }
+    symbol_hook = [self] { return self->SealSymbols(); };
+  }
+  absl::StatusOr<std::unique_ptr<format::SegmentWriter>> writer = format::SegmentWriter::Create(
+      session->options_.writer, session->Header(),
+      [self](format::SegmentWriter& w) { self->WritePreamble(w); }, std::move(symbol_hook));
   if (!writer.ok()) return writer.status();
   session->writer_ = *std::move(writer);
 
@@ -254,6 +264,12 @@ void Session::Run() {
     timespec ts{static_cast<time_t>(sleep_ns / 1'000'000'000),
                 static_cast<long>(sleep_ns % 1'000'000'000)};
     nanosleep(&ts, nullptr);
+  }
+  // The last segment's symbols: nothing is drained any more, so waiting costs no events.
+  if (symbolizer_ && !symbolizer_->WaitIdle(30'000'000'000)) {
+    log_->warn("session {}: symbolization did not finish in 30 s; the last segment keeps raw "
+               "addresses for some frames",
+               stats_.id);
   }
   absl::Status closed = writer_->Close();
   PublishStats();
@@ -353,6 +369,7 @@ void Session::Track(OwnedEvent& event) {
     } else if (options_.sources.follow_children && IsTarget(event.prev_tgid) &&
                !processes_.contains(fork->child_pid)) {
       // A child BPF follows too (it may be gone from BPF's map by now).
+      if (symbolizer_) address_spaces_.Snapshot(fork->child_pid, record.time_ns);
       if (absl::StatusOr<ProcessIdentity> child = ReadProcess(fork->child_pid); child.ok()) {
         processes_[fork->child_pid] = *std::move(child);
       } else {
@@ -384,6 +401,7 @@ void Session::Track(OwnedEvent& event) {
     if (absl::StatusOr<ProcessIdentity> fresh = ReadProcess(exec->pid); fresh.ok()) {
       processes_[exec->pid] = *std::move(fresh);
     }
+    if (symbolizer_) address_spaces_.Snapshot(exec->pid, record.time_ns);
   }
 }
 
@@ -395,12 +413,43 @@ void Session::Write(OwnedEvent& event) {
       log_->error("session {}: {}", stats_.id, MessageOf(status));
     }
   }
+  CollectAddresses(event);  // after Append: a seal it caused took the previous segment's
   ++written_;
   ++written_by_kind_[static_cast<int>(record.kind())];
   if (const auto* loss = std::get_if<format::Loss>(&record.payload)) {  // rare
     losses_[fmt::format("{}/{}", format::LossSourceName(loss->source),
                         format::LossReasonName(loss->reason))] += loss->count;
   }
+}
+
+// Each distinct stack of a segment once: its user frames located in the
+// process's mappings (and handed to the symbolizer thread), its kernel frames.
+void Session::CollectAddresses(const OwnedEvent& event) {
+  if (!symbolizer_ || event.frames.empty()) return;
+  const format::Payload& payload = event.record.payload;
+  if (!std::holds_alternative<format::CpuSample>(payload) &&
+      !std::holds_alternative<format::OffCpu>(payload)) {
+    return;
+  }
+  const uint32_t pid = event.prev_tgid;
+  if (!seen_stacks_.insert(absl::HashOf(pid, absl::MakeConstSpan(event.frames))).second) return;
+  for (size_t i = 0; i < event.frames.size(); ++i) {
+    const uint64_t address = event.frames[i];
+    if (i >= event.user_depth) {
+      segment_symbols_.AddKernel(address);
+      continue;
+    }
+    symbols::Location location = address_spaces_.Locate(pid, address, event.record.time_ns);
+    if (location.object != nullptr) symbolizer_->Prefetch(location.object, location.file_offset);
+    segment_symbols_.AddUser(pid, address, std::move(location));
+  }
+}
+
+v1::SymbolTable Session::SealSymbols() {
+  v1::SymbolTable table = segment_symbols_.Build(*symbolizer_);
+  segment_symbols_.Clear();
+  seen_stacks_.clear();
+  return table;
 }
 
 // Per cycle, not per event: readers of stats() never slow the event path.

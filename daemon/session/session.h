@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "daemon/bpf/sources.h"
 #include "daemon/format/segment_writer.h"
@@ -29,6 +30,9 @@
 #include "daemon/session/probe_record_decoder.h"
 #include "daemon/session/reorder_buffer.h"
 #include "daemon/session/uprobe_pairer.h"
+#include "daemon/symbols/address_spaces.h"
+#include "daemon/symbols/segment_symbols.h"
+#include "daemon/symbols/symbolizer.h"
 
 namespace loupe::session {
 
@@ -39,6 +43,7 @@ struct SessionOptions {
   bpf::SourceOptions sources;
   probes::ProbeRequests probes;  // the shim, USDT, uprobes
   ContentPolicy content_policy = ContentPolicy::kNames;
+  bool symbolize = true;  // a symbol table in every sealed segment
   format::WriterOptions writer;  // directory, session id, rotation, retention
   uint64_t duration_ns = 0;      // 0: until stopped or every target has exited
   uint64_t reorder_window_ns = 50'000'000;
@@ -88,6 +93,8 @@ class Session {
   void Release(OwnedEvent& event);
   void Track(OwnedEvent& event);
   void Write(OwnedEvent& event);
+  void CollectAddresses(const OwnedEvent& event);
+  v1::SymbolTable SealSymbols();
   void ReportLosses();
   void PublishStats();
   void Loss(format::LossSource source, format::LossReason reason, uint64_t count);
@@ -108,6 +115,10 @@ class Session {
   OperationTracker operations_;
   UprobePairer calls_;
   ProbeLosses reported_probe_losses_;
+  symbols::AddressSpaces address_spaces_;
+  std::unique_ptr<symbols::Symbolizer> symbolizer_;  // null when not symbolizing
+  symbols::SegmentSymbols segment_symbols_;          // of the open segment
+  absl::flat_hash_set<uint64_t> seen_stacks_;        // of the open segment, by hash
   bpf::BpfCounters reported_{};
   uint64_t reported_late_ = 0;
   uint64_t last_time_ns_ = 0;

@@ -1,0 +1,299 @@
+// Symbolization on real processes: the symbol table sealed into each
+// segment names the functions of CPU samples' stacks — inline frames, file
+// and line included — for PIE and non-PIE programs, stripped ones with their
+// debug file elsewhere, deleted binaries, a program in its own mount
+// namespace, a library loaded after attach, and damaged debug information.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "daemon/format/segment_reader.h"
+#include "daemon/format/trace_reader.h"
+#include "daemon/session/session.h"
+#include "daemon/symbols/object_file.h"
+#include "tests/support/child_process.h"
+#include "tests/support/privileged.h"
+#include "tests/support/temp_dir.h"
+
+namespace loupe::session {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChildProcess;
+using testing::TestProgram;
+
+struct NamedFrame {
+  std::string function, file;
+  uint32_t line = 0;
+  bool inlined = false;
+};
+
+// Each CPU sample's user stack, every address replaced by its frames
+// (innermost first) from the symbol table of the segment it is in.
+struct SymbolizedTrace {
+  std::vector<std::vector<NamedFrame>> stacks;
+  std::vector<std::string> notes;
+  std::vector<std::string> kernel_names;
+  bool readable = false;
+};
+
+SymbolizedTrace Symbolize(const std::string& dir) {
+  SymbolizedTrace trace;
+  auto paths = format::ListSegments(dir);
+  if (!paths.ok()) return trace;
+  trace.readable = !paths->empty();
+  for (const std::string& path : *paths) {
+    auto reader = format::SegmentReader::Open(path);
+    if (!reader.ok()) return {};
+    std::vector<std::pair<uint32_t, std::vector<uint64_t>>> samples;  // (tid, user stack)
+    format::Record record;
+    while ((*reader)->Next(&record)) {
+      if (const auto* sample = std::get_if<format::CpuSample>(&record.payload)) {
+        samples.emplace_back(record.tid, std::vector<uint64_t>(sample->user_stack.begin(),
+                                                               sample->user_stack.end()));
+      }
+    }
+    const v1::SymbolTable& table = (*reader)->symbols();
+    std::map<uint64_t, std::vector<NamedFrame>> by_address;
+    for (const auto& address : table.addresses()) {
+      std::vector<NamedFrame> frames;
+      for (const auto& frame : address.frames()) {
+        frames.push_back({frame.function(), frame.file(), frame.line(), frame.inlined()});
+      }
+      if (address.pid() == 0) {
+        if (!frames.empty()) trace.kernel_names.push_back(frames.front().function);
+      } else {
+        by_address[address.address()] = frames;
+      }
+    }
+    trace.notes.insert(trace.notes.end(), table.notes().begin(), table.notes().end());
+    for (const auto& [tid, stack] : samples) {
+      std::vector<NamedFrame> named;
+      for (uint64_t address : stack) {
+        auto it = by_address.find(address);
+        if (it == by_address.end()) {
+          named.push_back({"<missing from the table>"});
+          continue;
+        }
+        if (it->second.empty()) named.push_back({"?"});
+        named.insert(named.end(), it->second.begin(), it->second.end());
+      }
+      trace.stacks.push_back(std::move(named));
+    }
+  }
+  return trace;
+}
+
+std::shared_ptr<spdlog::logger> QuietLog() {
+  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
+}
+
+// Traces `argv` (a test program following testprog.h) while it burns.
+SymbolizedTrace TraceProgram(const std::vector<std::string>& argv, const std::string& dir) {
+  ChildProcess program(argv);
+  const std::vector<std::string> ready = program.ReadWords();
+  EXPECT_EQ(ready.at(0), "ready");
+  SessionOptions options;
+  options.pids = {static_cast<uint32_t>(program.pid())};
+  options.writer.directory = dir;
+  options.writer.session_id = "symbols";
+  options.sources.sample_hz = 999;
+  auto session = Session::Start(std::move(options), QuietLog());
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return {};
+  program.WriteLine("go");
+  EXPECT_EQ(program.ReadLine(), "done");
+  EXPECT_TRUE((*session)->Stop().ok());
+  return Symbolize(dir);
+}
+
+// Stacks through leaf_work read mix (inlined), leaf_work, middle, main.
+void ExpectKnownChain(const SymbolizedTrace& trace) {
+  ASSERT_TRUE(trace.readable);
+  size_t through_leaf = 0, chains = 0;
+  for (const auto& stack : trace.stacks) {
+    auto leaf = std::find_if(stack.begin(), stack.end(),
+                             [](const NamedFrame& f) { return f.function == "leaf_work"; });
+    if (leaf == stack.end()) continue;
+    ++through_leaf;
+    if (leaf == stack.begin() || std::prev(leaf)->function != "mix") continue;
+    const NamedFrame& mix = *std::prev(leaf);
+    EXPECT_TRUE(mix.inlined);
+    EXPECT_TRUE(mix.file.ends_with("symbols_app.c")) << mix.file;
+    EXPECT_GT(mix.line, 0u);
+    EXPECT_FALSE(leaf->inlined);
+    EXPECT_TRUE(leaf->file.ends_with("symbols_app.c")) << leaf->file;
+    std::vector<std::string> callers;
+    for (auto it = std::next(leaf); it != stack.end(); ++it) callers.push_back(it->function);
+    ASSERT_GE(callers.size(), 2u);
+    EXPECT_EQ(callers[0], "middle");
+    EXPECT_EQ(callers[1], "main");
+    ++chains;
+  }
+  EXPECT_GE(through_leaf, 50u) << [&] {
+    std::string shown;
+    for (size_t i = 0; i < std::min<size_t>(3, trace.stacks.size()); ++i) {
+      shown += "\n stack:";
+      for (const NamedFrame& f : trace.stacks[i]) shown += " " + f.function + (f.inlined ? "(i)" : "");
+    }
+    return shown + "\n" + (trace.notes.empty() ? "" : trace.notes.front());
+  }();
+  // Samples land in mix's loop nearly always.
+  EXPECT_GE(chains * 10, through_leaf * 8) << chains << " of " << through_leaf;
+}
+
+class SymbolizedBinaryTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SymbolizedBinaryTest, StacksResolveWithInlineFramesFilesAndLines) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir;
+  ExpectKnownChain(TraceProgram({TestProgram(GetParam()), "plain", "1"}, dir.path()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Binaries, SymbolizedBinaryTest,
+                         ::testing::Values("symbols_app_pie", "symbols_app_nopie"));
+
+void Shell(const std::string& command) {
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+TEST(SymbolsTest, StrippedProgramResolvesThroughItsBuildIdDebugFile) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir bin;
+  const std::string program = bin.path() + "/app";
+  Shell("objcopy --only-keep-debug " + TestProgram("symbols_app_pie") + " " + program + ".debug");
+  Shell("strip --strip-all -o " + program + " " + TestProgram("symbols_app_pie"));
+  const int fd = open(program.c_str(), O_RDONLY);
+  const std::string id = symbols::HexOf(symbols::ReadBuildId(fd));
+  close(fd);
+  ASSERT_GT(id.size(), 2u);
+  const fs::path debug = fs::path("/usr/lib/debug/.build-id") / id.substr(0, 2) /
+                         (id.substr(2) + ".debug");
+  fs::create_directories(debug.parent_path());
+  fs::copy_file(program + ".debug", debug, fs::copy_options::overwrite_existing);
+  testing::TempDir dir;
+  const SymbolizedTrace trace = TraceProgram({program, "plain", "1"}, dir.path());
+  fs::remove(debug);
+  ExpectKnownChain(trace);
+}
+
+TEST(SymbolsTest, StrippedProgramResolvesThroughItsDebuglink) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir bin;
+  const std::string program = bin.path() + "/app";
+  Shell("objcopy --only-keep-debug " + TestProgram("symbols_app_nopie") + " " + program + ".debug");
+  Shell("strip --strip-all -o " + program + ".tmp " + TestProgram("symbols_app_nopie"));
+  Shell("cd " + bin.path() + " && objcopy --add-gnu-debuglink=app.debug app.tmp app");
+  // Without the build id note, only the debuglink can lead to the debug file.
+  Shell("objcopy --remove-section .note.gnu.build-id " + program);
+  testing::TempDir dir;
+  ExpectKnownChain(TraceProgram({program, "plain", "1"}, dir.path()));
+}
+
+TEST(SymbolsTest, DeletedBinaryResolvesThroughMapFiles) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir bin;
+  const std::string program = bin.path() + "/app";
+  fs::copy_file(TestProgram("symbols_app_pie"), program);
+  ChildProcess child({program, "plain", "1"});
+  ASSERT_EQ(child.ReadWords().at(0), "ready");
+  fs::remove(program);  // and replaced by something else
+  fs::copy_file("/bin/true", program);
+  testing::TempDir dir;
+  SessionOptions options;
+  options.pids = {static_cast<uint32_t>(child.pid())};
+  options.writer.directory = dir.path();
+  options.writer.session_id = "deleted";
+  options.sources.sample_hz = 999;
+  auto session = Session::Start(std::move(options), QuietLog());
+  ASSERT_TRUE(session.ok()) << session.status();
+  child.WriteLine("go");
+  ASSERT_EQ(child.ReadLine(), "done");
+  ASSERT_TRUE((*session)->Stop().ok());
+  ExpectKnownChain(Symbolize(dir.path()));
+}
+
+TEST(SymbolsTest, ProgramInItsOwnMountNamespaceResolves) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir hidden, dir;
+  // Inside the namespace a tmpfs over `hidden` holds the program; outside,
+  // `hidden` stays empty.
+  const std::string script = "mount -t tmpfs tmpfs " + hidden.path() + " && cp " +
+                             TestProgram("symbols_app_pie") + " " + hidden.path() +
+                             "/app && exec " + hidden.path() + "/app plain 1";
+  const SymbolizedTrace trace = TraceProgram(
+      {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script},
+      dir.path());
+  EXPECT_FALSE(fs::exists(hidden.path() + "/app"));
+  ExpectKnownChain(trace);
+}
+
+TEST(SymbolsTest, LibraryLoadedAfterAttachResolves) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir;
+  const SymbolizedTrace trace =
+      TraceProgram({TestProgram("symbols_app_pie"), "dlopen", "0.5"}, dir.path());
+  size_t in_plugin = 0;
+  for (const auto& stack : trace.stacks) {
+    for (size_t i = 0; i + 1 < stack.size(); ++i) {
+      if (stack[i].function == "plugin_spin" && stack[i + 1].function == "plugin_work") {
+        EXPECT_TRUE(stack[i].file.ends_with("symbols_plugin.c")) << stack[i].file;
+        ++in_plugin;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(in_plugin, 50u);
+}
+
+TEST(SymbolsTest, KernelFramesAreNamed) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir;
+  const SymbolizedTrace trace =
+      TraceProgram({TestProgram("symbols_app_pie"), "plain", "0.3"}, dir.path());
+  // The program sleeps in read(2) on its stdin: off-CPU kernel stacks.
+  EXPECT_FALSE(trace.kernel_names.empty());
+  EXPECT_TRUE(std::any_of(trace.kernel_names.begin(), trace.kernel_names.end(),
+                          [](const std::string& n) { return n.find("schedule") != n.npos; }))
+      << "no kernel frame named *schedule*";
+}
+
+TEST(SymbolsTest, DamagedDebugInformationIsANoteNotACrash) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir bin, dir;
+  const std::string program = bin.path() + "/app";
+  fs::copy_file(TestProgram("symbols_app_pie"), program);
+  // Garbage over .debug_info and .debug_line.
+  for (const char* section : {".debug_info", ".debug_line"}) {
+    const std::string find = std::string("readelf -S -W ") + program + " | awk '$2==\"" + section +
+                             "\"{print $5, $6}'";
+    FILE* pipe = popen(find.c_str(), "r");
+    char line[128] = {};
+    ASSERT_NE(fgets(line, sizeof line, pipe), nullptr) << section;
+    pclose(pipe);
+    unsigned long offset = 0, size = 0;
+    ASSERT_EQ(sscanf(line, "%lx %lx", &offset, &size), 2);
+    const int fd = open(program.c_str(), O_WRONLY);
+    std::vector<char> garbage(size, '\xa5');
+    ASSERT_EQ(pwrite(fd, garbage.data(), size, static_cast<off_t>(offset)),
+              static_cast<ssize_t>(size));
+    close(fd);
+  }
+  const SymbolizedTrace trace = TraceProgram({program, "plain", "0.5"}, dir.path());
+  ASSERT_TRUE(trace.readable);
+  // The symbol table still names the functions (from .symtab).
+  size_t named = 0;
+  for (const auto& stack : trace.stacks) {
+    named += std::any_of(stack.begin(), stack.end(),
+                         [](const NamedFrame& f) { return f.function == "leaf_work"; });
+  }
+  EXPECT_GE(named, 20u);
+}
+
+}  // namespace
+}  // namespace loupe::session
