@@ -16,5 +16,6 @@ if [ ! -f build-asan/CMakeCache.txt ]; then
     -DLOUPE_FUZZ_SECONDS="${LOUPE_FUZZ_SECONDS:-60}"
 fi
 cmake --build build-asan -j2 --target format_tests probes_unit_tests segment_reader_fuzz \
-  block_decoder_fuzz usdt_notes_fuzz fuzz_make_seeds usdt_note_seeds
+  block_decoder_fuzz usdt_notes_fuzz symbols_text_fuzz symbols_unit_tests fuzz_make_seeds \
+  usdt_note_seeds symbols_text_seeds
 (cd build-asan && ctest -j2 --output-on-failure --timeout 600 -L 'unit|fuzz' -E '_replay$')

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "daemon/symbols/perf_map.h"
+
 namespace loupe::symbols {
 namespace {
 
@@ -29,12 +31,21 @@ void SegmentSymbols::Clear() {
 v1::SymbolTable SegmentSymbols::Build(Symbolizer& symbolizer) const {
   v1::SymbolTable table;
   std::map<std::pair<uint32_t, const Mapping*>, uint32_t> mapping_index;
+  std::map<uint32_t, PerfMap> perf_maps;  // JIT code, read once per process per seal
   uint64_t pending = 0, unknown = 0;
   for (const auto& [key, location] : user_) {
     const auto [pid, address] = key;
     v1::SymbolTable::Address* entry = table.add_addresses();
     entry->set_pid(pid);
     entry->set_address(address);
+    if (location.object == nullptr) {
+      auto jit = perf_maps.find(pid);
+      if (jit == perf_maps.end()) jit = perf_maps.emplace(pid, PerfMap::Load(pid)).first;
+      if (std::string name = jit->second.Name(address); !name.empty()) {
+        entry->add_frames()->set_function(name);
+        continue;
+      }
+    }
     if (location.mapping == nullptr) {
       ++unknown;
       continue;

@@ -263,6 +263,15 @@ TEST(SymbolsTest, KernelFramesAreNamed) {
       << "no kernel frame named *schedule*";
 }
 
+TEST(SymbolsTest, JitCodeIsNamedFromThePerfMap) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir;
+  const SymbolizedTrace trace = TraceProgram({TestProgram("jit_app")}, dir.path());
+  size_t jit = 0;
+  for (const auto& stack : trace.stacks) jit += !stack.empty() && stack[0].function == "jit_spin";
+  EXPECT_GE(jit, 50u);
+}
+
 TEST(SymbolsTest, DamagedDebugInformationIsANoteNotACrash) {
   LOUPE_REQUIRE_PRIVILEGES();
   testing::TempDir bin, dir;

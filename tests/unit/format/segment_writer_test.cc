@@ -291,3 +291,83 @@ TEST(SegmentWriterTest, FailedWritesAreCountedAndTheFileStaysReadable) {
 
 }  // namespace
 }  // namespace loupe::format
+
+namespace loupe::format {
+namespace {
+
+// The symbol hook runs once per sealed segment, its table lands in that
+// segment alone, and the files stay within max_file_size.
+TEST(SegmentWriterTest, EverySegmentCarriesTheSymbolTableOfItsSeal) {
+  testing::TempDir dir;
+  testing::SyntheticTrace trace;
+  int seals = 0;
+  auto symbols = [&seals] {
+    v1::SymbolTable table;
+    v1::SymbolTable::Address* address = table.add_addresses();
+    address->set_pid(7);
+    address->set_address(0x1000 + seals);
+    address->add_frames()->set_function(fmt::format("function_{}", seals++));
+    return table;
+  };
+  {
+    auto writer = SegmentWriter::Create(SmallFiles(dir.path()), {}, ThreadPreamble, symbols);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (int i = 0; i < 100'000; ++i) ASSERT_TRUE((*writer)->Append(trace.Next()).ok());
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  const std::vector<std::string> files = Files(dir.path());
+  ASSERT_GE(files.size(), 4u);
+  EXPECT_EQ(static_cast<size_t>(seals), files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    EXPECT_LE(fs::file_size(dir.File(files[i])), 64u << 10);
+    auto reader = SegmentReader::Open(dir.File(files[i]));
+    ASSERT_TRUE(reader.ok());
+    Record record;
+    while ((*reader)->Next(&record)) {
+    }
+    EXPECT_TRUE((*reader)->complete()) << ::testing::PrintToString((*reader)->problems());
+    ASSERT_EQ((*reader)->symbols().addresses_size(), 1);
+    EXPECT_EQ((*reader)->symbols().addresses(0).frames(0).function(), fmt::format("function_{}", i));
+  }
+}
+
+// A table over the room left is replaced by a note, and the cut is counted.
+TEST(SegmentWriterTest, SymbolTableTooBigForTheFileIsANoteAndALoss) {
+  testing::TempDir dir;
+  auto huge = [] {
+    v1::SymbolTable table;
+    for (int i = 0; i < 20'000; ++i) {
+      v1::SymbolTable::Address* address = table.add_addresses();
+      address->set_address(static_cast<uint64_t>(i) * 7919);
+      address->add_frames()->set_function(fmt::format("f{:x}{}", i * 2654435761u, i));
+    }
+    return table;
+  };
+  {
+    auto writer = SegmentWriter::Create(SmallFiles(dir.path()), {}, {}, huge);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->Append(Record{.time_ns = kSecond, .tid = 1, .payload = SchedSwitch{2, 0}})
+                    .ok());
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  const std::vector<std::string> files = Files(dir.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_LE(fs::file_size(dir.File(files[0])), 64u << 10);
+  auto reader = SegmentReader::Open(dir.File(files[0]));
+  ASSERT_TRUE(reader.ok());
+  Record record;
+  while ((*reader)->Next(&record)) {
+  }
+  EXPECT_EQ((*reader)->symbols().addresses_size(), 0);
+  ASSERT_EQ((*reader)->symbols().notes_size(), 1);
+  EXPECT_NE((*reader)->symbols().notes(0).find("20000 addresses"), std::string::npos);
+  bool counted = false;
+  for (const auto& loss : (*reader)->trailer().losses()) {
+    counted |= loss.source() == v1::SOURCE_SYMBOLIZER && loss.reason() == v1::CAP_REACHED &&
+               loss.count() == 20'000;
+  }
+  EXPECT_TRUE(counted) << (*reader)->trailer().DebugString();
+}
+
+}  // namespace
+}  // namespace loupe::format

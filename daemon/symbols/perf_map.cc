@@ -1,0 +1,55 @@
+#include "daemon/symbols/perf_map.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <iterator>
+
+namespace loupe::symbols {
+namespace {
+
+bool Hex(std::string_view text, uint64_t* out) {
+  if (text.starts_with("0x")) text.remove_prefix(2);
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out, 16);
+  return !text.empty() && error == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace
+
+PerfMap::PerfMap(std::string_view text) {
+  while (!text.empty()) {
+    const size_t newline = std::min(text.find('\n'), text.size());
+    std::string_view line = text.substr(0, newline);
+    text.remove_prefix(std::min(newline + 1, text.size()));
+    const size_t first = line.find(' ');
+    const size_t second = first == std::string_view::npos ? first : line.find(' ', first + 1);
+    Entry entry;
+    if (second == std::string_view::npos || !Hex(line.substr(0, first), &entry.start) ||
+        !Hex(line.substr(first + 1, second - first - 1), &entry.size) || entry.size == 0) {
+      continue;
+    }
+    entry.name = std::string(line.substr(second + 1));
+    entries_.push_back(std::move(entry));
+  }
+  // Later lines win for the same start (code regenerated in place).
+  std::stable_sort(entries_.begin(), entries_.end(),
+                   [](const Entry& a, const Entry& b) { return a.start < b.start; });
+}
+
+PerfMap PerfMap::Load(uint32_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/root/tmp/perf-{}.map", pid, pid));
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  return PerfMap(text);
+}
+
+std::string PerfMap::Name(uint64_t address) const {
+  auto after = std::upper_bound(entries_.begin(), entries_.end(), address,
+                                [](uint64_t a, const Entry& e) { return a < e.start; });
+  if (after == entries_.begin()) return "";
+  const Entry& entry = *std::prev(after);
+  return address - entry.start < entry.size ? entry.name : "";
+}
+
+}  // namespace loupe::symbols

@@ -1,0 +1,135 @@
+// The symbolization parts that need no privileges: /proc/<pid>/maps and
+// kallsyms parsing, build ids, libdw on the test programs, demangling.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "daemon/symbols/elf_symbolizer.h"
+#include "daemon/symbols/kernel_symbols.h"
+#include "daemon/symbols/perf_map.h"
+#include "daemon/symbols/object_file.h"
+#include "daemon/symbols/process_maps.h"
+#include "tests/support/child_process.h"
+
+namespace loupe::symbols {
+namespace {
+
+TEST(ProcessMapsTest, ParsesFileAnonymousDeletedAndSkipsJunk) {
+  const std::vector<Mapping> maps = ParseProcMaps(
+      "7f0000001000-7f0000003000 r-xp 00002000 08:01 1234   /usr/lib/libc.so.6\n"
+      "garbage line\n"
+      "00400000-00401000 r-xp 00000000 fd:00 77 /tmp/app (deleted)\n"
+      "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]\n"
+      "7f0000004000-7f0000003000 r-xp 00000000 08:01 1 /backwards\n"
+      "7f0000005000-7f0000006000 r-xp 00000000 08:01 x /bad-inode\n");
+  ASSERT_EQ(maps.size(), 3u);
+  EXPECT_EQ(maps[0].start, 0x400000u);
+  EXPECT_EQ(maps[0].path, "/tmp/app");
+  EXPECT_TRUE(maps[0].deleted);
+  EXPECT_TRUE(maps[0].is_file());
+  EXPECT_EQ(maps[0].device, (0xfdull << 32) | 0);
+  EXPECT_EQ(maps[1].offset, 0x2000u);
+  EXPECT_TRUE(maps[1].executable);
+  EXPECT_EQ(maps[1].inode, 1234u);
+  EXPECT_EQ(maps[2].path, "[stack]");
+  EXPECT_FALSE(maps[2].is_file());
+  EXPECT_EQ(FindMapping(maps, 0x7f0000002fff), &maps[1]);
+  EXPECT_EQ(FindMapping(maps, 0x7f0000003000), nullptr);
+  EXPECT_EQ(FindMapping(maps, 0x3fffff), nullptr);
+  EXPECT_TRUE(ParseProcMaps("").empty());
+}
+
+TEST(ProcessMapsTest, ReadsThisProcess) {
+  auto maps = ReadProcMaps(static_cast<uint32_t>(getpid()));
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  const Mapping* self = FindMapping(*maps, reinterpret_cast<uint64_t>(&ParseProcMaps));
+  ASSERT_NE(self, nullptr);
+  EXPECT_TRUE(self->executable);
+  EXPECT_FALSE(ReadProcMaps(999'999'999).ok());
+}
+
+TEST(KernelSymbolsTest, NamesTextSymbolsAndSaysWhenAddressesAreHidden) {
+  const KernelSymbols kernel(
+      "ffffffff81000000 T _stext\n"
+      "ffffffff81000100 t do_thing\n"
+      "ffffffff81000200 D some_data\n"
+      "ffffffffc0000000 t mod_func\t[my_module]\n"
+      "zz T junk\n");
+  EXPECT_EQ(kernel.Name(0xffffffff81000150), "do_thing");
+  EXPECT_EQ(kernel.Name(0xffffffff81000250), "do_thing");  // data is not a function
+  EXPECT_EQ(kernel.Name(0xffffffffc0000010), "mod_func [my_module]");
+  EXPECT_EQ(kernel.Name(0x1000), "");
+  EXPECT_TRUE(kernel.note().empty());
+  const KernelSymbols hidden("0000000000000000 T _stext\n0000000000000000 t do_thing\n");
+  EXPECT_EQ(hidden.Name(0xffffffff81000150), "");
+  EXPECT_NE(hidden.note().find("kptr_restrict"), std::string::npos);
+}
+
+ObjectFile Open(const std::string& path) {
+  ObjectFile object;
+  object.path = path;
+  object.debug_dir = path.substr(0, path.rfind('/'));
+  object.fd.Reset(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  object.build_id = ReadBuildId(object.fd.get());
+  return object;
+}
+
+TEST(ElfSymbolizerTest, InlineChainOfTheTestProgram) {
+  const ObjectFile object = Open(testing::TestProgram("symbols_app_nopie"));
+  // readelf's build id, as text, equals ours.
+  FILE* pipe = popen(("readelf -n " + object.path + " | awk '/Build ID/{print $3}'").c_str(), "r");
+  char text[128] = {};
+  ASSERT_NE(fgets(text, sizeof text, pipe), nullptr);
+  pclose(pipe);
+  EXPECT_EQ(HexOf(object.build_id) + "\n", text);
+
+  ElfSymbolizer symbolizer(object);
+  EXPECT_EQ(symbolizer.note(), "");
+  // Every file offset inside leaf_work's loop gives mix (inlined) then leaf_work.
+  FILE* nm = popen(("nm " + object.path + " | awk '$3==\"leaf_work\"{print $1}'").c_str(), "r");
+  ASSERT_NE(fgets(text, sizeof text, nm), nullptr);
+  pclose(nm);
+  const uint64_t leaf = std::stoull(text, nullptr, 16);
+  bool saw_chain = false;
+  for (uint64_t address = leaf; address < leaf + 64; ++address) {
+    const std::vector<SourceFrame> frames = symbolizer.Symbolize(address - 0x400000);
+    ASSERT_FALSE(frames.empty());
+    EXPECT_EQ(frames.back().function, "leaf_work");
+    if (frames.size() == 2 && frames[0].function == "mix" && frames[0].inlined) saw_chain = true;
+  }
+  EXPECT_TRUE(saw_chain);
+  EXPECT_TRUE(symbolizer.Symbolize(0x7fffffff).empty());  // outside every segment
+}
+
+TEST(ElfSymbolizerTest, NotElfGivesANoteAndNoFrames) {
+  ObjectFile object = Open("/etc/hostname");
+  EXPECT_EQ(object.build_id, "");
+  ElfSymbolizer symbolizer(object);
+  EXPECT_NE(symbolizer.note(), "");
+  EXPECT_TRUE(symbolizer.Symbolize(0).empty());
+}
+
+TEST(PerfMapTest, NamesJitRangesAndSkipsJunk) {
+  const PerfMap map(
+      "7f0000001000 100 jit_spin\n"
+      "not a line\n"
+      "0x7f0000002000 0x20 LazyCompile:~handler app.js:10\n"
+      "7f0000003000 0 empty\n");
+  EXPECT_EQ(map.Name(0x7f0000001000), "jit_spin");
+  EXPECT_EQ(map.Name(0x7f00000010ff), "jit_spin");
+  EXPECT_EQ(map.Name(0x7f0000001100), "");
+  EXPECT_EQ(map.Name(0x7f0000002010), "LazyCompile:~handler app.js:10");
+  EXPECT_EQ(map.Name(0x7f0000003000), "");
+  EXPECT_TRUE(PerfMap::Load(999'999'999).empty());
+}
+
+TEST(DemangleTest, CxxNamesAreReadable) {
+  EXPECT_EQ(Demangle("_ZN5loupe6format6Record4kindEv"), "loupe::format::Record::kind()");
+  EXPECT_EQ(Demangle("main"), "main");
+  EXPECT_EQ(Demangle(nullptr), "");
+}
+
+}  // namespace
+}  // namespace loupe::symbols
