@@ -37,6 +37,8 @@ const Binding kBindings[] = {
      &DaemonConfig::reorder_window_ms, 1, 10'000},
     {"drain_interval_ms", "ring buffer polling interval when not busy", nullptr,
      &DaemonConfig::drain_interval_ms, 1, 1000},
+    {"debuginfod_urls", "debuginfod servers for missing debug files (empty: none)",
+     &DaemonConfig::debuginfod_urls},
 };
 
 absl::Status Apply(const Binding& key, const std::string& value, const std::string& origin,

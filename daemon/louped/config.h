@@ -26,6 +26,7 @@ struct DaemonConfig {
   uint64_t rotation_period_s = 60;
   uint64_t reorder_window_ms = 50;
   uint64_t drain_interval_ms = 10;
+  std::string debuginfod_urls;  // empty: no debuginfod server is asked
 };
 
 struct ConfigKey {

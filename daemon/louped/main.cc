@@ -17,6 +17,7 @@
 #include "daemon/control/peer_listener.h"
 #include "daemon/control/session_manager.h"
 #include "daemon/louped/config.h"
+#include "daemon/symbols/debuginfod.h"
 
 namespace {
 
@@ -50,6 +51,7 @@ loupe::session::SessionOptions SessionDefaults(const DaemonConfig& config) {
 }
 
 int Run(const DaemonConfig& config) {
+  loupe::symbols::ConfigureDebuginfod(config.debuginfod_urls);
   auto log = spdlog::stderr_color_mt("louped");
   log->set_level(spdlog::level::from_str(config.log_level));
   libbpf_log = log.get();

@@ -17,6 +17,7 @@
 #include "daemon/bpf/source_names.h"
 #include "daemon/probes/probe_plan.h"
 #include "daemon/session/session.h"
+#include "daemon/symbols/debuginfod.h"
 #include "tools/tracectl/daemon_client.h"
 #include "tools/tracectl/exit_codes.h"
 
@@ -241,6 +242,8 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
 }
 
 int AttachEmbedded(const AttachOptions& attach, session::SessionOptions options) {
+  const char* debuginfod = getenv("LOUPE_DEBUGINFOD_URLS");
+  symbols::ConfigureDebuginfod(debuginfod != nullptr ? debuginfod : "");
   auto log = spdlog::stderr_color_mt("tracectl");
   log->set_level(attach.quiet ? spdlog::level::warn : spdlog::level::info);
   fmt::print(stderr,
