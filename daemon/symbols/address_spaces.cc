@@ -36,7 +36,7 @@ Location AddressSpaces::Locate(uint32_t pid, uint64_t address, uint64_t now_ns) 
     return {space.objects[index], mapping, address - mapping->start + mapping->offset};
   };
   Location found = find();
-  if (found.mapping == nullptr && now_ns - space.taken_ns >= kMinRefreshIntervalNs) {
+  if (found.mapping == nullptr && now_ns >= space.taken_ns + kMinRefreshIntervalNs) {
     Take(pid, space, now_ns);
     found = find();
   }
