@@ -119,6 +119,7 @@ void TraceReader::Finish(Chain& chain) {
   SegmentSummary& summary = summaries_[chain.current];
   summary.has_trailer = chain.reader->has_trailer();
   summary.trailer = chain.reader->trailer();
+  summary.symbols = chain.reader->symbols();
   summary.problems = chain.reader->problems();
   summary.records_read = chain.reader->records_read();
   summary.complete = chain.reader->complete();

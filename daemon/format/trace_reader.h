@@ -25,6 +25,7 @@ struct SegmentSummary {
   v1::SegmentHeader header;
   bool has_trailer = false;
   v1::SegmentTrailer trailer;
+  v1::SymbolTable symbols;  // known once the segment is read
   std::vector<std::string> problems;
   uint64_t records_read = 0;
   bool complete = false;

@@ -5,6 +5,7 @@
 #include "tools/tracectl/attach.h"
 #include "tools/tracectl/daemon_client.h"
 #include "tools/tracectl/demo.h"
+#include "tools/tracectl/export.h"
 #include "tools/tracectl/exit_codes.h"
 #include "tools/tracectl/sessions.h"
 #include "tools/tracectl/verify.h"
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   AddVerifyCommand(app, verify);
   DemoOptions demo;
   AddDemoCommand(app, demo);
+  ExportOptions export_options;
+  AddExportCommand(app, export_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -37,5 +40,6 @@ int main(int argc, char** argv) {
   }
   if (app.got_subcommand("verify")) return RunVerify(verify);
   if (app.got_subcommand("demo")) return RunDemo(demo);
+  if (app.got_subcommand("export")) return RunExport(export_options);
   return kExitError;
 }

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# tracectl export on a real trace of a program with a known hot path
+# (main -> middle -> leaf_work -> mix, inlined): folded stacks name it and
+# sum to the sample count, `go tool pprof` reads the profile and puts mix on
+# top, JSON has one line per record; bad input gets a clear message.
+set -euo pipefail
+tracectl=$1 app=$2
+fail() { echo "FAIL: $*"; exit 1; }
+if [ "$(id -u)" != 0 ]; then
+  [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
+  echo "SKIP: needs root to load BPF"; exit 77
+fi
+work=$(mktemp -d)
+trap 'kill $app_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+export HOME=${HOME:-$work}
+
+mkfifo "$work/in"
+"$app" plain 1 < "$work/in" > "$work/app.out" &
+app_pid=$!
+exec 3> "$work/in"
+until grep -q ready "$work/app.out"; do sleep 0.05; done
+"$tracectl" attach "$app_pid" --duration 2s --hz 999 --output "$work/trace" -q \
+  > "$work/attach.out" 2>&1 &
+tracer=$!
+sleep 0.5
+echo go >&3
+wait "$tracer" || fail "attach: $(cat "$work/attach.out")"
+exec 3>&-
+"$tracectl" verify "$work/trace" > "$work/verify.out" || true
+samples=$(grep -o 'cpu_sample=[0-9]*' "$work/verify.out" | cut -d= -f2)
+events=$(grep -o '[0-9]* events  ' "$work/verify.out" | head -1 | cut -d' ' -f1)
+[ "${samples:-0}" -gt 100 ] || fail "too few samples: $(cat "$work/verify.out")"
+
+"$tracectl" export --format folded "$work/trace" -o "$work/cpu.folded"
+awk '{ if ($NF !~ /^[0-9]+$/ || NF < 2) bad = 1; sum += $NF } END { exit bad }' "$work/cpu.folded" \
+  || fail "a folded line does not parse: $(head -3 "$work/cpu.folded")"
+sum=$(awk '{ sum += $NF } END { print sum }' "$work/cpu.folded")
+[ "$sum" = "$samples" ] || fail "folded counts sum to $sum, the trace has $samples samples"
+hot=$(sort -t' ' -k2 -n "$work/cpu.folded" | tail -1)
+[[ "$hot" == *";main;middle;leaf_work;mix "* ]] || fail "hottest stack: $hot"
+"$tracectl" export --format folded --stacks offcpu "$work/trace" -o "$work/off.folded"
+grep -q "schedule_\[k\]" "$work/off.folded" || fail "no kernel frames off CPU: $(head -3 "$work/off.folded")"
+
+"$tracectl" export --format pprof "$work/trace" -o "$work/cpu.pb.gz"
+go tool pprof -top "$work/cpu.pb.gz" > "$work/pprof.out" 2>&1 || fail "go tool pprof: $(cat "$work/pprof.out")"
+top=$(awk '/flat%/{getline; print $6; exit}' "$work/pprof.out")
+[ "$top" = "mix" ] || fail "pprof's top function is '$top': $(head -12 "$work/pprof.out")"
+
+"$tracectl" export --format json "$work/trace" -o "$work/records.json"
+lines=$(wc -l < "$work/records.json")
+[ "$lines" = "$events" ] || fail "$lines JSON lines for $events events"
+head -1 "$work/records.json" | grep -q '"kind":' || fail "not JSON records: $(head -1 "$work/records.json")"
+
+# Bad input: clear messages, exit 2, no crash.
+echo "not a trace" > "$work/junk.loupe"
+mkdir "$work/empty"
+for bad in "$work/junk.loupe" "$work/empty" "$work/missing"; do
+  set +e
+  "$tracectl" export --format folded "$bad" -o "$work/out" 2> "$work/bad.err"
+  code=$?
+  set -e
+  if [ "$bad" = "$work/junk.loupe" ]; then
+    # A file that is not a segment reads as a damaged one: named, not fatal.
+    grep -q "junk.loupe" "$work/bad.err" || fail "junk input not named: $(cat "$work/bad.err")"
+  else
+    [ "$code" = 2 ] || fail "$bad: exit $code"
+    [ -s "$work/bad.err" ] || fail "$bad: no message"
+  fi
+done
+echo PASS

@@ -1,0 +1,133 @@
+#include "tools/tracectl/export.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "daemon/base/status_util.h"
+#include "daemon/format/record_json.h"
+#include "daemon/format/trace_reader.h"
+#include "tools/tracectl/exit_codes.h"
+#include "tools/tracectl/pprof_writer.h"
+#include "tools/tracectl/stack_profile.h"
+
+namespace loupe::tracectl {
+namespace {
+
+// "-" is standard output.
+class Output {
+ public:
+  explicit Output(const std::string& path) {
+    if (path != "-") file_ = std::make_unique<std::ofstream>(path, std::ios::trunc);
+  }
+  std::ostream& stream() { return file_ ? *file_ : std::cout; }
+  absl::Status Close(const std::string& path) {
+    if (file_) file_->close();
+    if (!stream()) return absl::PermissionDeniedError(fmt::format("write {}: failed", path));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<std::ofstream> file_;
+};
+
+// Records as JSON lines, in time order, as they stream by.
+absl::Status ExportJson(format::TraceReader& trace, const std::string& path) {
+  Output output(path);
+  format::Record record;
+  std::string line;
+  while (trace.Next(&record)) {
+    line.clear();
+    format::AppendRecordJson(record, &line);
+    line += '\n';
+    output.stream() << line;
+  }
+  return output.Close(path);
+}
+
+// One line per stack, process first and leaf last: "app;main;work;leaf 42".
+// Kernel frames end in "_[k]", as perf's collapsers write them.
+absl::Status ExportFolded(const StackProfile& profile, bool off_cpu, const std::string& path) {
+  Output output(path);
+  for (const auto& [key, totals] : profile.stacks()) {
+    const uint64_t value = off_cpu ? totals.off_cpu_ns / 1000 : totals.samples;
+    if (value == 0) continue;
+    std::string line = profile.ProcessName(std::get<0>(key));
+    const std::vector<NamedFrame> frames = profile.StackFrames(key);
+    for (auto frame = frames.rbegin(); frame != frames.rend(); ++frame) {
+      line += ';';
+      for (char c : frame->function) line += c == ';' ? ':' : c;
+      if (frame->kernel) line += "_[k]";
+    }
+    output.stream() << line << ' ' << value << '\n';
+  }
+  return output.Close(path);
+}
+
+}  // namespace
+
+void AddExportCommand(CLI::App& app, ExportOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "export", "Write a trace as JSON lines, folded stacks (flame graphs) or a pprof profile");
+  command->add_option("--format", options.format, "json, folded or pprof")
+      ->required()
+      ->check(CLI::IsMember({"json", "folded", "pprof"}));
+  command->add_option("paths", options.paths, "Segment files or directories")->required();
+  command->add_option("-o,--output", options.output, "Output file (- for standard output)")
+      ->required();
+  command
+      ->add_option("--stacks", options.stacks,
+                   "folded: cpu (sample counts) or offcpu (microseconds off CPU)")
+      ->check(CLI::IsMember({"cpu", "offcpu"}))
+      ->capture_default_str();
+}
+
+int RunExport(const ExportOptions& options) {
+  absl::StatusOr<std::unique_ptr<format::TraceReader>> trace =
+      format::TraceReader::Open(options.paths);
+  if (!trace.ok()) return Fail(trace.status());
+  if (options.format == "pprof" && options.output == "-") {
+    return Fail(absl::InvalidArgumentError("pprof is binary: name an output file with -o"));
+  }
+  absl::Status status;
+  if (options.format == "json") {
+    status = ExportJson(**trace, options.output);
+  } else {
+    StackProfile profile;
+    format::Record record;
+    uint64_t first = 0, last = 0;
+    while ((*trace)->Next(&record)) {
+      if (first == 0) first = record.time_ns;
+      last = record.time_ns;
+      profile.Add(record);
+    }
+    PprofTimes times{.duration_ns = last - first, .sample_period_ns = 1'000'000'000 / 99};
+    for (const format::SegmentSummary& summary : (*trace)->summaries()) {
+      profile.AddSymbols(summary.symbols);
+      const auto& config = summary.header.config();
+      if (auto hz = config.find("sample_hz"); hz != config.end() && std::stoul(hz->second) > 0) {
+        times.sample_period_ns = 1'000'000'000 / std::stoul(hz->second);
+      }
+      if (times.start_realtime_ns == 0 && summary.header.has_clock()) {
+        const auto& clock = summary.header.clock();
+        times.start_realtime_ns = clock.realtime_ns() + first - clock.monotonic_ns();
+      }
+    }
+    status = options.format == "folded"
+                 ? ExportFolded(profile, options.stacks == "offcpu", options.output)
+                 : WritePprof(profile, times, options.output);
+  }
+  if (!status.ok()) return Fail(status);
+  // Say so when what was exported is not the whole story.
+  for (const format::SegmentSummary& summary : (*trace)->summaries()) {
+    if (!summary.complete) {
+      fmt::print(stderr, "tracectl: warning: {} is incomplete ({})\n", summary.path,
+                 summary.problems.empty() ? "losses" : summary.problems.front());
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace loupe::tracectl

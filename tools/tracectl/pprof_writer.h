@@ -1,0 +1,26 @@
+// A StackProfile as a gzip-compressed pprof profile: sample types
+// samples/count, cpu/nanoseconds and offcpu/nanoseconds; one location per
+// address with its inlined lines; mappings with build ids.
+#ifndef LOUPE_TOOLS_TRACECTL_PPROF_WRITER_H_
+#define LOUPE_TOOLS_TRACECTL_PPROF_WRITER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "tools/tracectl/stack_profile.h"
+
+namespace loupe::tracectl {
+
+struct PprofTimes {
+  uint64_t start_realtime_ns = 0;
+  uint64_t duration_ns = 0;
+  uint64_t sample_period_ns = 0;
+};
+
+absl::Status WritePprof(const StackProfile& profile, const PprofTimes& times,
+                        const std::string& path);
+
+}  // namespace loupe::tracectl
+
+#endif  // LOUPE_TOOLS_TRACECTL_PPROF_WRITER_H_

@@ -1,0 +1,93 @@
+#include "tools/tracectl/stack_profile.h"
+
+#include <fmt/format.h>
+
+namespace loupe::tracectl {
+
+void StackProfile::Add(const format::Record& record) {
+  using namespace format;
+  if (const auto* thread = std::get_if<ThreadInfo>(&record.payload)) {
+    pid_of_[record.tid] = thread->pid;
+  } else if (const auto* process = std::get_if<ProcessInfo>(&record.payload)) {
+    pid_of_[record.tid] = record.tid;
+    names_[record.tid] = std::string(process->name);
+  } else if (const auto* fork = std::get_if<ProcessFork>(&record.payload)) {
+    pid_of_[fork->child_tid] = fork->child_pid;
+    if (auto parent = pid_of_.find(record.tid); parent != pid_of_.end() &&
+                                                names_.contains(parent->second)) {
+      names_.try_emplace(fork->child_pid, names_[parent->second]);
+    }
+  } else if (const auto* sample = std::get_if<CpuSample>(&record.payload)) {
+    ++samples_;
+    Key key{pid_of_.contains(record.tid) ? pid_of_[record.tid] : record.tid,
+            {sample->user_stack.begin(), sample->user_stack.end()},
+            {sample->kernel_stack.begin(), sample->kernel_stack.end()}};
+    ++stacks_[std::move(key)].samples;
+  } else if (const auto* off = std::get_if<OffCpu>(&record.payload)) {
+    Key key{pid_of_.contains(record.tid) ? pid_of_[record.tid] : record.tid,
+            {off->user_stack.begin(), off->user_stack.end()},
+            {off->kernel_stack.begin(), off->kernel_stack.end()}};
+    stacks_[std::move(key)].off_cpu_ns += off->duration_ns;
+  }
+}
+
+void StackProfile::AddSymbols(const v1::SymbolTable& table) {
+  const int base = static_cast<int>(mappings_.size());
+  mappings_.insert(mappings_.end(), table.mappings().begin(), table.mappings().end());
+  for (const auto& address : table.addresses()) {
+    Symbol symbol;
+    if (address.mapping() != 0) symbol.mapping = base + static_cast<int>(address.mapping()) - 1;
+    for (const auto& frame : address.frames()) {
+      symbol.frames.push_back({frame.function(), frame.file(), frame.line(), address.pid() == 0});
+    }
+    symbols_[{address.pid(), address.address()}] = std::move(symbol);
+  }
+}
+
+std::string StackProfile::ProcessName(uint32_t pid) const {
+  auto it = names_.find(pid);
+  return it != names_.end() && !it->second.empty() ? it->second : fmt::format("pid {}", pid);
+}
+
+const v1::SymbolTable::Mapping* StackProfile::MappingOf(uint32_t pid, uint64_t address) const {
+  auto it = symbols_.find({pid, address});
+  if (it == symbols_.end() || it->second.mapping < 0 ||
+      it->second.mapping >= static_cast<int>(mappings_.size())) {
+    return nullptr;
+  }
+  return &mappings_[it->second.mapping];
+}
+
+std::vector<NamedFrame> StackProfile::Frames(uint32_t pid, uint64_t address, bool kernel) const {
+  auto it = symbols_.find({kernel ? 0 : pid, address});
+  if (it != symbols_.end()) {
+    std::vector<NamedFrame> frames;
+    for (const NamedFrame& frame : it->second.frames) {
+      if (!frame.function.empty()) frames.push_back(frame);
+    }
+    if (!frames.empty()) return frames;
+  }
+  if (const v1::SymbolTable::Mapping* mapping = kernel ? nullptr : MappingOf(pid, address)) {
+    const std::string& path = mapping->path();
+    return {{fmt::format("{}+{:#x}", path.substr(path.rfind('/') + 1),
+                         address - mapping->start() + mapping->file_offset())}};
+  }
+  return {{fmt::format("{:#x}", address), "", 0, kernel}};
+}
+
+std::vector<NamedFrame> StackProfile::StackFrames(const Key& key) const {
+  const auto& [pid, user, kernel] = key;
+  std::vector<NamedFrame> frames;
+  for (uint64_t address : kernel) {
+    for (NamedFrame& frame : Frames(pid, address, true)) {
+      frame.kernel = true;
+      frames.push_back(std::move(frame));
+    }
+  }
+  for (uint64_t address : user) {
+    for (NamedFrame& frame : Frames(pid, address, false)) frames.push_back(std::move(frame));
+  }
+  return frames;
+}
+
+}  // namespace loupe::tracectl
