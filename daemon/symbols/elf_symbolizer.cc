@@ -119,17 +119,24 @@ std::vector<SourceFrame> ElfSymbolizer::Symbolize(uint64_t file_offset) {
   uint64_t address = 0;
   if (module_ == nullptr || !ToAddress(file_offset, &address)) return frames;
 
+  // libdw finds the unit through .debug_aranges, which clang does not emit
+  // by default: without it, look through every unit's ranges.
+  Dwarf_Addr bias = 0;
+  Dwarf_Die* cu = dwfl_module_addrdie(module_, address, &bias);
+  for (Dwarf_Die* unit = nullptr; cu == nullptr && has_dwarf_;) {
+    unit = dwfl_module_nextcu(module_, unit, &bias);
+    if (unit == nullptr) break;
+    if (dwarf_haspc(unit, address - bias) > 0) cu = unit;
+  }
   std::string file;
   uint32_t line = 0;
-  if (Dwfl_Line* source = dwfl_module_getsrc(module_, address)) {
-    int number = 0;
-    if (const char* name = dwfl_lineinfo(source, nullptr, &number, nullptr, nullptr, nullptr)) {
-      file = name;
+  if (cu != nullptr) {
+    if (Dwarf_Line* source = dwarf_getsrc_die(cu, address - bias)) {
+      int number = 0;
+      dwarf_lineno(source, &number);
+      if (const char* name = dwarf_linesrc(source, nullptr, nullptr)) file = name;
       line = static_cast<uint32_t>(number);
     }
-  }
-  Dwarf_Addr bias = 0;
-  if (Dwarf_Die* cu = dwfl_module_addrdie(module_, address, &bias)) {
     // The innermost scope at the address; then its nesting in the concrete
     // tree (dwarf_getscopes continues an inline instance with the scopes of
     // its abstract definition, not with the function it was inlined into).
