@@ -108,6 +108,10 @@ SymbolizedTrace TraceProgram(const std::vector<std::string>& argv, const std::st
   if (!session.ok()) return {};
   program.WriteLine("go");
   EXPECT_EQ(program.ReadLine(), "done");
+  // It now blocks reading stdin; a line wakes it, which ends that off-CPU
+  // interval (kernel stack and all) inside the trace.
+  program.WriteLine("wake");
+  usleep(100'000);
   EXPECT_TRUE((*session)->Stop().ok());
   return Symbolize(dir);
 }
@@ -256,7 +260,8 @@ TEST(SymbolsTest, KernelFramesAreNamed) {
   testing::TempDir dir;
   const SymbolizedTrace trace =
       TraceProgram({TestProgram("symbols_app_pie"), "plain", "0.3"}, dir.path());
-  // The program sleeps in read(2) on its stdin: off-CPU kernel stacks.
+  // The program blocked in read(2) on its stdin and was woken: an off-CPU
+  // interval with its kernel stack.
   EXPECT_FALSE(trace.kernel_names.empty());
   EXPECT_TRUE(std::any_of(trace.kernel_names.begin(), trace.kernel_names.end(),
                           [](const std::string& n) { return n.find("schedule") != n.npos; }))
