@@ -2,9 +2,11 @@
 # tracectl export on a real trace of a program with a known hot path
 # (main -> middle -> leaf_work -> mix, inlined): folded stacks name it and
 # sum to the sample count, `go tool pprof` reads the profile and puts mix on
-# top, JSON has one line per record; bad input gets a clear message.
+# top, the Perfetto trace decodes against our Perfetto .proto with every
+# sample and its interned stack, JSON has one line per record; bad input
+# gets a clear message.
 set -euo pipefail
-tracectl=$1 app=$2
+tracectl=$1 app=$2 source=$3
 fail() { echo "FAIL: $*"; exit 1; }
 if [ "$(id -u)" != 0 ]; then
   [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
@@ -45,6 +47,16 @@ grep -q "schedule_\[k\]" "$work/off.folded" || fail "no kernel frames off CPU: $
 go tool pprof -top "$work/cpu.pb.gz" > "$work/pprof.out" 2>&1 || fail "go tool pprof: $(cat "$work/pprof.out")"
 top=$(awk '/flat%/{getline; print $6; exit}' "$work/pprof.out")
 [ "$top" = "mix" ] || fail "pprof's top function is '$top': $(head -12 "$work/pprof.out")"
+
+"$tracectl" export --format perfetto "$work/trace" -o "$work/trace.pftrace"
+protoc --decode=loupe.perfetto.Trace -I "$source/proto" "$source/proto/perfetto/trace.proto" \
+  < "$work/trace.pftrace" > "$work/perfetto.txt" || fail "the Perfetto trace does not decode"
+perf_samples=$(grep -c '^  perf_sample {' "$work/perfetto.txt" || true)
+[ "$perf_samples" = "$samples" ] || fail "$perf_samples perf samples for $samples CPU samples"
+grep -q 'str: "mix"' "$work/perfetto.txt" || fail "mix is not an interned function name"
+grep -q 'process_name: "symbols_app_pie"' "$work/perfetto.txt" || fail "no process track"
+grep -q 'name: "off-CPU"' "$work/perfetto.txt" || fail "no off-CPU track"
+grep -q 'primary_trace_clock: BUILTIN_CLOCK_MONOTONIC' "$work/perfetto.txt" || fail "no clock snapshot"
 
 "$tracectl" export --format json "$work/trace" -o "$work/records.json"
 lines=$(wc -l < "$work/records.json")

@@ -3,7 +3,7 @@
 # --usdt and --uprobe, a probe that matches nothing named while the session
 # runs, --content-policy, and bad probe specs refused with exit 2.
 set -euo pipefail
-louped=$1 tracectl=$2 shim_app=$3 forms=$4
+louped=$1 tracectl=$2 shim_app=$3 forms=$4 source=$5
 fail() { echo "FAIL: $*"; exit 1; }
 if [ "$(id -u)" != 0 ]; then
   [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
@@ -28,7 +28,7 @@ start() {
 # Embedded: the shim plus a uprobe with latency and a probe that matches nothing.
 start shim "$shim_app" 1 20
 "$tracectl" attach "$shim_pid" --duration 2s --output "$work/embedded" -q \
-  --uprobe 'libc:nanosleep%return' --usdt 'nosuch:*' --content-policy full \
+  --uprobe 'libc:clock_gettime%return' --usdt 'nosuch:*' --content-policy full \
   > "$work/embedded.out" 2> "$work/embedded.err" &
 tracer=$!
 until grep -q "probe site" "$work/embedded.err"; do sleep 0.05; done
@@ -42,6 +42,18 @@ for kind in span_begin span_end instant counter operation_begin sched_switch; do
 done
 grep -q "shim/string_truncated" "$work/embedded.verify" \
   || fail "the cut strings are not reported: $(cat "$work/embedded.verify")"
+# In Perfetto: the named thread, its spans, the counter track, the
+# operation's track, the uprobe latency slices.
+"$tracectl" export --format perfetto "$work/embedded" -o "$work/shim.pftrace"
+protoc --decode=loupe.perfetto.Trace -I "$source/proto" "$source/proto/perfetto/trace.proto" \
+  < "$work/shim.pftrace" > "$work/shim.perfetto" || fail "the Perfetto trace does not decode"
+for expected in 'thread_name: "worker-0"' 'name: "handle"' 'name: "depth"' \
+                'name: "operation 1 request"' 'name: "libc:clock_gettime"' 'name: "parsed"'; do
+  grep -q "$expected" "$work/shim.perfetto" || fail "Perfetto trace lacks $expected"
+done
+begins=$(grep -c 'type: TYPE_SLICE_BEGIN' "$work/shim.perfetto")
+ends=$(grep -c 'type: TYPE_SLICE_END' "$work/shim.perfetto")
+[ "$begins" = "$ends" ] || fail "$begins slice begins, $ends ends"
 
 # Through louped: the request carries --usdt with a string argument.
 sock="$work/louped.sock"

@@ -10,6 +10,7 @@
 #include "daemon/format/record_json.h"
 #include "daemon/format/trace_reader.h"
 #include "tools/tracectl/exit_codes.h"
+#include "tools/tracectl/perfetto_writer.h"
 #include "tools/tracectl/pprof_writer.h"
 #include "tools/tracectl/stack_profile.h"
 
@@ -66,14 +67,43 @@ absl::Status ExportFolded(const StackProfile& profile, bool off_cpu, const std::
   return output.Close(path);
 }
 
+// Two passes: the first only for the segments' symbol tables (each comes
+// after its events), the second streams packets out.
+absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::TraceReader& trace,
+                            const std::string& path) {
+  StackProfile names;
+  uint64_t monotonic = 0, realtime = 0;
+  {
+    absl::StatusOr<std::unique_ptr<format::TraceReader>> trace = format::TraceReader::Open(paths);
+    if (!trace.ok()) return trace.status();
+    format::Record record;
+    while ((*trace)->Next(&record)) {
+    }
+    for (const format::SegmentSummary& summary : (*trace)->summaries()) {
+      names.AddSymbols(summary.symbols);
+      if (monotonic == 0 && summary.header.has_clock()) {
+        monotonic = summary.header.clock().monotonic_ns();
+        realtime = summary.header.clock().realtime_ns();
+      }
+    }
+  }
+  Output output(path);
+  PerfettoWriter writer(output.stream(), names);
+  writer.Start(monotonic, realtime);
+  format::Record record;
+  while (trace.Next(&record)) writer.Add(record);
+  return output.Close(path);
+}
+
 }  // namespace
 
 void AddExportCommand(CLI::App& app, ExportOptions& options) {
   CLI::App* command = app.add_subcommand(
-      "export", "Write a trace as JSON lines, folded stacks (flame graphs) or a pprof profile");
-  command->add_option("--format", options.format, "json, folded or pprof")
+      "export",
+      "Write a trace for Perfetto, as a pprof profile, folded stacks (flame graphs) or JSON lines");
+  command->add_option("--format", options.format, "perfetto, pprof, folded or json")
       ->required()
-      ->check(CLI::IsMember({"json", "folded", "pprof"}));
+      ->check(CLI::IsMember({"perfetto", "pprof", "folded", "json"}));
   command->add_option("paths", options.paths, "Segment files or directories")->required();
   command->add_option("-o,--output", options.output, "Output file (- for standard output)")
       ->required();
@@ -88,11 +118,14 @@ int RunExport(const ExportOptions& options) {
   absl::StatusOr<std::unique_ptr<format::TraceReader>> trace =
       format::TraceReader::Open(options.paths);
   if (!trace.ok()) return Fail(trace.status());
-  if (options.format == "pprof" && options.output == "-") {
-    return Fail(absl::InvalidArgumentError("pprof is binary: name an output file with -o"));
+  if ((options.format == "pprof" || options.format == "perfetto") && options.output == "-") {
+    return Fail(absl::InvalidArgumentError(
+        fmt::format("{} is binary: name an output file with -o", options.format)));
   }
   absl::Status status;
-  if (options.format == "json") {
+  if (options.format == "perfetto") {
+    status = ExportPerfetto(options.paths, **trace, options.output);
+  } else if (options.format == "json") {
     status = ExportJson(**trace, options.output);
   } else {
     StackProfile profile;

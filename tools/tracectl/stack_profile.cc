@@ -6,25 +6,15 @@ namespace loupe::tracectl {
 
 void StackProfile::Add(const format::Record& record) {
   using namespace format;
-  if (const auto* thread = std::get_if<ThreadInfo>(&record.payload)) {
-    pid_of_[record.tid] = thread->pid;
-  } else if (const auto* process = std::get_if<ProcessInfo>(&record.payload)) {
-    pid_of_[record.tid] = record.tid;
-    names_[record.tid] = std::string(process->name);
-  } else if (const auto* fork = std::get_if<ProcessFork>(&record.payload)) {
-    pid_of_[fork->child_tid] = fork->child_pid;
-    if (auto parent = pid_of_.find(record.tid); parent != pid_of_.end() &&
-                                                names_.contains(parent->second)) {
-      names_.try_emplace(fork->child_pid, names_[parent->second]);
-    }
-  } else if (const auto* sample = std::get_if<CpuSample>(&record.payload)) {
+  threads_.Observe(record);
+  if (const auto* sample = std::get_if<CpuSample>(&record.payload)) {
     ++samples_;
-    Key key{pid_of_.contains(record.tid) ? pid_of_[record.tid] : record.tid,
+    Key key{threads_.PidOf(record.tid),
             {sample->user_stack.begin(), sample->user_stack.end()},
             {sample->kernel_stack.begin(), sample->kernel_stack.end()}};
     ++stacks_[std::move(key)].samples;
   } else if (const auto* off = std::get_if<OffCpu>(&record.payload)) {
-    Key key{pid_of_.contains(record.tid) ? pid_of_[record.tid] : record.tid,
+    Key key{threads_.PidOf(record.tid),
             {off->user_stack.begin(), off->user_stack.end()},
             {off->kernel_stack.begin(), off->kernel_stack.end()}};
     stacks_[std::move(key)].off_cpu_ns += off->duration_ns;
@@ -42,11 +32,6 @@ void StackProfile::AddSymbols(const v1::SymbolTable& table) {
     }
     symbols_[{address.pid(), address.address()}] = std::move(symbol);
   }
-}
-
-std::string StackProfile::ProcessName(uint32_t pid) const {
-  auto it = names_.find(pid);
-  return it != names_.end() && !it->second.empty() ? it->second : fmt::format("pid {}", pid);
 }
 
 const v1::SymbolTable::Mapping* StackProfile::MappingOf(uint32_t pid, uint64_t address) const {

@@ -14,6 +14,7 @@
 
 #include "daemon/format/record.h"
 #include "loupe/v1/trace.pb.h"
+#include "tools/tracectl/thread_directory.h"
 
 namespace loupe::tracectl {
 
@@ -40,7 +41,7 @@ class StackProfile {
 
   const std::map<Key, StackTotals>& stacks() const { return stacks_; }
   uint64_t samples() const { return samples_; }
-  std::string ProcessName(uint32_t pid) const;
+  std::string ProcessName(uint32_t pid) const { return threads_.ProcessName(pid); }
   // The frames of one address, innermost (inlined) first.
   std::vector<NamedFrame> Frames(uint32_t pid, uint64_t address, bool kernel) const;
   // Every frame of a stack, innermost first: kernel frames, then user frames.
@@ -55,8 +56,7 @@ class StackProfile {
   };
   std::map<Key, StackTotals> stacks_;
   uint64_t samples_ = 0;
-  std::map<uint32_t, uint32_t> pid_of_;  // tid -> pid
-  std::map<uint32_t, std::string> names_;  // pid -> process name
+  ThreadDirectory threads_;
   std::map<std::pair<uint32_t, uint64_t>, Symbol> symbols_;  // (pid, address); pid 0: kernel
   std::vector<v1::SymbolTable::Mapping> mappings_;
 };
