@@ -157,6 +157,7 @@ uint64_t PerfettoWriter::CounterTrack(uint32_t pid, std::string_view name) {
 uint64_t PerfettoWriter::OperationTrack(uint64_t operation, std::string_view name) {
   const uint64_t uuid = Uuid(kOperationTrack, absl::HashOf(operation));
   if (described_.insert(uuid).second) {
+    operations_[operation].tracks.push_back(uuid);
     perfetto::TrackDescriptor descriptor;
     descriptor.set_uuid(uuid);
     descriptor.set_name(fmt::format("operation {} {}", operation, name));
@@ -168,11 +169,10 @@ uint64_t PerfettoWriter::OperationTrack(uint64_t operation, std::string_view nam
 uint64_t PerfettoWriter::OperationThreadTrack(uint64_t operation, uint32_t tid) {
   const uint64_t uuid = Uuid(kOperationThreadTrack, absl::HashOf(operation, tid));
   if (described_.insert(uuid).second) {
+    operations_[operation].tracks.push_back(uuid);
     perfetto::TrackDescriptor descriptor;
     descriptor.set_uuid(uuid);
-    auto name = operation_names_.find(operation);
-    descriptor.set_parent_uuid(
-        OperationTrack(operation, name != operation_names_.end() ? name->second : ""));
+    descriptor.set_parent_uuid(OperationTrack(operation, operations_[operation].name));
     descriptor.set_name(fmt::format("{} {}", threads_.ThreadName(tid), tid));
     Descriptor(std::move(descriptor));
   }
@@ -240,6 +240,13 @@ void PerfettoWriter::Sample(const format::Record& record, const format::CpuSampl
   Emit(packet);
 }
 
+void PerfettoWriter::Release(uint64_t operation) {
+  auto it = operations_.find(operation);
+  if (it == operations_.end() || it->second.open || it->second.open_spans > 0) return;
+  for (uint64_t uuid : it->second.tracks) described_.erase(uuid);
+  operations_.erase(it);
+}
+
 void PerfettoWriter::Add(const format::Record& record) {
   using namespace format;
   using Type = perfetto::TrackEvent;
@@ -259,6 +266,7 @@ void PerfettoWriter::Add(const format::Record& record) {
     Emit(packet);
     if (begin->operation_id != 0) {
       span_operations_[begin->span_id] = begin->operation_id;
+      ++operations_[begin->operation_id].open_spans;
       perfetto::TracePacket in_operation = Packet(time);
       Event(in_operation, Type::TYPE_SLICE_BEGIN,
             OperationThreadTrack(begin->operation_id, record.tid), begin->name);
@@ -274,10 +282,14 @@ void PerfettoWriter::Add(const format::Record& record) {
       Event(in_operation, Type::TYPE_SLICE_END, OperationThreadTrack(operation->second, record.tid),
             "");
       Emit(in_operation);
+      --operations_[operation->second].open_spans;
+      Release(operation->second);
       span_operations_.erase(operation);
     }
   } else if (const auto* begin_op = std::get_if<OperationBegin>(&record.payload)) {
-    operation_names_[begin_op->operation_id] = std::string(begin_op->name);
+    Operation& operation = operations_[begin_op->operation_id];
+    operation.name = std::string(begin_op->name);
+    operation.open = true;
     perfetto::TracePacket packet = Packet(time);
     Type* event = Event(packet, Type::TYPE_SLICE_BEGIN,
                         OperationTrack(begin_op->operation_id, begin_op->name), begin_op->name);
@@ -285,12 +297,11 @@ void PerfettoWriter::Add(const format::Record& record) {
     Emit(packet);
   } else if (const auto* end_op = std::get_if<OperationEnd>(&record.payload)) {
     perfetto::TracePacket packet = Packet(time);
-    auto name = operation_names_.find(end_op->operation_id);
-    Event(packet, Type::TYPE_SLICE_END,
-          OperationTrack(end_op->operation_id,
-                         name != operation_names_.end() ? name->second : ""),
-          "");
+    Operation& operation = operations_[end_op->operation_id];
+    Event(packet, Type::TYPE_SLICE_END, OperationTrack(end_op->operation_id, operation.name), "");
     Emit(packet);
+    operation.open = false;
+    Release(end_op->operation_id);
   } else if (const auto* instant = std::get_if<Instant>(&record.payload)) {
     perfetto::TracePacket packet = Packet(time);
     Type* event = Event(packet, Type::TYPE_INSTANT, ThreadTrack(record.tid), instant->name);

@@ -57,7 +57,16 @@ class PerfettoWriter {
   const StackProfile& names_;
   ThreadDirectory threads_;
   std::set<uint64_t> described_;
-  std::map<uint64_t, std::string> operation_names_;
+  // Operations in progress (begun, or with spans open): forgotten when
+  // neither, tracks and all, so memory follows what is open.
+  struct Operation {
+    std::string name;
+    bool open = false;
+    int open_spans = 0;
+    std::vector<uint64_t> tracks;
+  };
+  void Release(uint64_t operation);
+  std::map<uint64_t, Operation> operations_;
   std::map<uint64_t, uint64_t> span_operations_;  // open spans with an operation
   std::map<std::string, uint64_t> function_ids_;  // interned function names (= frame ids)
   std::map<std::vector<uint64_t>, uint64_t> callstack_ids_;
