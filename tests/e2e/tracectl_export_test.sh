@@ -63,6 +63,19 @@ lines=$(wc -l < "$work/records.json")
 [ "$lines" = "$events" ] || fail "$lines JSON lines for $events events"
 head -1 "$work/records.json" | grep -q '"kind":' || fail "not JSON records: $(head -1 "$work/records.json")"
 
+# The report names the hot function first, in text and in JSON.
+"$tracectl" report "$work/trace" > "$work/report.txt" || fail "report exited $?"
+grep -q '^verdict: complete' "$work/report.txt" || fail "report verdict: $(head -3 "$work/report.txt")"
+first=$(grep -A1 '^top on-CPU functions' "$work/report.txt" | tail -1)
+[[ "$first" == *" mix" ]] || fail "report's top function: '$first'"
+"$tracectl" report --json "$work/trace" > "$work/report.json"
+grep -q '"top_functions":\[{"name":"mix"' "$work/report.json" || fail "JSON report: $(head -c 300 "$work/report.json")"
+set +e
+"$tracectl" report "$work/missing" 2> "$work/report.err"
+code=$?
+set -e
+[ "$code" = 2 ] && [ -s "$work/report.err" ] || fail "report on a missing path exited $code"
+
 # Bad input: clear messages, exit 2, no crash.
 echo "not a trace" > "$work/junk.loupe"
 mkdir "$work/empty"

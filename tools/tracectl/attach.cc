@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -19,28 +18,11 @@
 #include "daemon/session/session.h"
 #include "daemon/symbols/debuginfod.h"
 #include "tools/tracectl/daemon_client.h"
+#include "tools/tracectl/durations.h"
 #include "tools/tracectl/exit_codes.h"
 
 namespace loupe::tracectl {
 namespace {
-
-// "10s", "250ms", "2m", "1h", or bare seconds.
-absl::StatusOr<uint64_t> ParseDuration(const std::string& text) {
-  uint64_t value = 0;
-  const char* end = text.data() + text.size();
-  auto [unit, ec] = std::from_chars(text.data(), end, value);
-  const std::string_view suffix(unit, static_cast<size_t>(end - unit));
-  uint64_t scale = 0;
-  if (suffix.empty() || suffix == "s") scale = 1'000'000'000;
-  if (suffix == "ms") scale = 1'000'000;
-  if (suffix == "m") scale = 60'000'000'000;
-  if (suffix == "h") scale = 3'600'000'000'000;
-  if (ec != std::errc() || scale == 0 || value == 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("--duration '{}': expected a positive number with s, ms, m or h", text));
-  }
-  return value * scale;
-}
 
 std::string DefaultSessionId() {
   time_t now = time(nullptr);
@@ -67,7 +49,7 @@ absl::StatusOr<session::SessionOptions> ToSessionOptions(const AttachOptions& o)
   if (!policy.ok()) return policy.status();
   options.content_policy = *policy;
   if (!o.duration.empty()) {
-    absl::StatusOr<uint64_t> duration = ParseDuration(o.duration);
+    absl::StatusOr<uint64_t> duration = ParseDuration(o.duration, "--duration");
     if (!duration.ok()) return duration.status();
     options.duration_ns = *duration;
   }

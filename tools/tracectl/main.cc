@@ -6,6 +6,7 @@
 #include "tools/tracectl/daemon_client.h"
 #include "tools/tracectl/demo.h"
 #include "tools/tracectl/export.h"
+#include "tools/tracectl/report.h"
 #include "tools/tracectl/exit_codes.h"
 #include "tools/tracectl/sessions.h"
 #include "tools/tracectl/verify.h"
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   AddDemoCommand(app, demo);
   ExportOptions export_options;
   AddExportCommand(app, export_options);
+  ReportOptions report;
+  AddReportCommand(app, report);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -41,5 +44,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("verify")) return RunVerify(verify);
   if (app.got_subcommand("demo")) return RunDemo(demo);
   if (app.got_subcommand("export")) return RunExport(export_options);
+  if (app.got_subcommand("report")) return RunReport(report);
   return kExitError;
 }

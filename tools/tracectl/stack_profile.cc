@@ -65,6 +65,11 @@ std::vector<NamedFrame> StackProfile::StackFrames(const Key& key) const {
   std::vector<NamedFrame> frames;
   for (uint64_t address : kernel) {
     for (NamedFrame& frame : Frames(pid, address, true)) {
+      // The tracer's own frames (the BPF program taking the stack) say
+      // nothing about the traced thread.
+      const bool tracer = frame.function.starts_with("bpf_prog_") ||
+                          frame.function.starts_with("bpf_trace_run");
+      if (tracer && frames.empty()) continue;
       frame.kernel = true;
       frames.push_back(std::move(frame));
     }

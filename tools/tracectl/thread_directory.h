@@ -17,6 +17,7 @@ class ThreadDirectory {
   // Feed every record; true when it named a thread or process (anew).
   bool Observe(const format::Record& record);
   uint32_t PidOf(uint32_t tid) const;  // the tid itself when unknown
+  bool Known(uint32_t tid) const { return pid_of_.contains(tid); }
   std::string ProcessName(uint32_t pid) const;  // "pid N" when unknown
   std::string ThreadName(uint32_t tid) const;   // "" when unknown
 

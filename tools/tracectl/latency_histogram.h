@@ -1,0 +1,32 @@
+// Durations, kept in log-linear buckets (64 per power of two: quantiles
+// within 1.6 %), with exact count, total and maximum: memory is fixed
+// however many values are added.
+#ifndef LOUPE_TOOLS_TRACECTL_LATENCY_HISTOGRAM_H_
+#define LOUPE_TOOLS_TRACECTL_LATENCY_HISTOGRAM_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace loupe::tracectl {
+
+class LatencyHistogram {
+ public:
+  void Add(uint64_t ns);
+  // The q-quantile (0 < q <= 1), to within one bucket; 0 when empty.
+  uint64_t Quantile(double q) const;
+  uint64_t count() const { return count_; }
+  uint64_t total() const { return total_; }
+  uint64_t max() const { return max_; }
+
+ private:
+  static constexpr int kSubBuckets = 64;
+  static size_t Bucket(uint64_t ns);
+  static uint64_t BucketValue(size_t bucket);  // its upper bound
+  std::array<uint64_t, 64 * kSubBuckets> buckets_{};
+  uint64_t count_ = 0, total_ = 0, max_ = 0;
+};
+
+}  // namespace loupe::tracectl
+
+#endif  // LOUPE_TOOLS_TRACECTL_LATENCY_HISTOGRAM_H_

@@ -1,0 +1,26 @@
+// `tracectl report PATH... [--pid P] [--since T] [--until T] [--operation ID] [--json]`
+#ifndef LOUPE_TOOLS_TRACECTL_REPORT_H_
+#define LOUPE_TOOLS_TRACECTL_REPORT_H_
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loupe::tracectl {
+
+struct ReportOptions {
+  std::vector<std::string> paths;
+  std::optional<uint32_t> pid;
+  std::string since, until;  // from the start of the trace: "2s", "500ms"
+  std::optional<uint64_t> operation;
+  bool json = false;
+  size_t top = 10;
+};
+
+void AddReportCommand(CLI::App& app, ReportOptions& options);
+int RunReport(const ReportOptions& options);
+
+}  // namespace loupe::tracectl
+
+#endif  // LOUPE_TOOLS_TRACECTL_REPORT_H_

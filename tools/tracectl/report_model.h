@@ -1,0 +1,93 @@
+// What `tracectl report` says about a trace, accumulated as it streams by:
+// per thread on-CPU and off-CPU time (by what the thread was doing) and
+// run-queue waits; the hottest functions and the stacks that blocked
+// longest; spans and uprobe calls by name with percentiles; USDT counts.
+// Memory is bounded by threads, names and distinct stacks, not by length.
+#ifndef LOUPE_TOOLS_TRACECTL_REPORT_MODEL_H_
+#define LOUPE_TOOLS_TRACECTL_REPORT_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/format/record.h"
+#include "tools/tracectl/latency_histogram.h"
+#include "tools/tracectl/stack_profile.h"
+#include "tools/tracectl/thread_directory.h"
+
+namespace loupe::tracectl {
+
+struct ReportFilter {
+  std::optional<uint32_t> pid;
+  uint64_t since_ns = 0;            // relative to the first event
+  uint64_t until_ns = UINT64_MAX;   // relative to the first event
+  std::optional<uint64_t> operation;
+};
+
+struct ThreadTotals {
+  uint64_t on_cpu_ns = 0;
+  std::map<std::string, uint64_t> off_cpu_ns;  // by what it was doing, after Finish()
+  // Until then by (state at switch-out, kernel stack): named only once the
+  // segments' symbol tables (which follow their events) are read.
+  std::map<std::pair<uint32_t, std::vector<uint64_t>>, uint64_t> off_cpu_raw;
+  LatencyHistogram runq;
+  uint64_t samples = 0;
+};
+
+struct FunctionCost {
+  std::string name;
+  uint64_t self = 0, total = 0;  // samples
+};
+
+struct BlockingStack {
+  std::vector<NamedFrame> frames;  // innermost first
+  uint64_t off_cpu_ns = 0;
+};
+
+class ReportModel {
+ public:
+  explicit ReportModel(ReportFilter filter) : filter_(filter) {}
+
+  void Add(const format::Record& record);
+  void AddSymbols(const v1::SymbolTable& table) { stacks_.AddSymbols(table); }
+  // After every record and symbol table: classifies off-CPU time.
+  void Finish();
+
+  const std::map<uint32_t, ThreadTotals>& threads() const { return threads_; }
+  const ThreadDirectory& directory() const { return directory_; }
+  const std::map<std::string, LatencyHistogram>& spans() const { return spans_; }
+  const std::map<std::string, LatencyHistogram>& calls() const { return calls_; }
+  const std::map<std::string, uint64_t>& usdt() const { return usdt_; }
+  uint64_t first_ns() const { return first_ns_; }
+  uint64_t last_ns() const { return last_ns_; }
+  uint64_t samples() const { return stacks_.samples(); }
+  uint64_t sample_period_ns = 1'000'000'000 / 99;
+
+  std::vector<FunctionCost> TopFunctions(size_t n) const;
+  std::vector<BlockingStack> TopBlockingStacks(size_t n) const;
+
+ private:
+  bool Wanted(const format::Record& record, uint64_t operation) const;
+
+  ReportFilter filter_;
+  ThreadDirectory directory_;
+  StackProfile stacks_;
+  std::map<uint32_t, ThreadTotals> threads_;
+  std::map<uint32_t, uint64_t> switched_in_;  // tid -> time
+  std::map<uint64_t, std::pair<std::string, uint64_t>> open_spans_;  // id -> (name, begin)
+  std::map<std::string, LatencyHistogram> spans_;
+  std::map<std::string, LatencyHistogram> calls_;
+  std::map<std::string, uint64_t> usdt_;
+  uint64_t first_ns_ = 0, last_ns_ = 0;
+};
+
+// What an off-CPU interval was, from the state at switch-out and the kernel
+// stack: "lock wait (futex)", "I/O or pipe wait", "sleep", "page fault",
+// "preempted", "blocked (uninterruptible)", "sleeping".
+std::string ClassifyOffCpu(uint32_t prev_state, const std::vector<NamedFrame>& kernel_frames);
+
+}  // namespace loupe::tracectl
+
+#endif  // LOUPE_TOOLS_TRACECTL_REPORT_MODEL_H_
