@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/format/record.h"
 #include "tools/tracectl/latency_histogram.h"
 #include "tools/tracectl/stack_profile.h"
@@ -75,8 +76,9 @@ class ReportModel {
   ThreadDirectory directory_;
   StackProfile stacks_;
   std::map<uint32_t, ThreadTotals> threads_;
-  std::map<uint32_t, uint64_t> switched_in_;  // tid -> time
-  std::map<uint64_t, std::pair<std::string, uint64_t>> open_spans_;  // id -> (name, begin)
+  // Touched per switch and per span: hash maps, no allocation per event.
+  absl::flat_hash_map<uint32_t, uint64_t> switched_in_;  // tid -> time
+  absl::flat_hash_map<uint64_t, std::pair<std::string, uint64_t>> open_spans_;  // id -> (name, begin)
   std::map<std::string, LatencyHistogram> spans_;
   std::map<std::string, LatencyHistogram> calls_;
   std::map<std::string, uint64_t> usdt_;
