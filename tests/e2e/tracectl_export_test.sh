@@ -30,7 +30,7 @@ wait "$tracer" || fail "attach: $(cat "$work/attach.out")"
 exec 3>&-
 "$tracectl" verify "$work/trace" > "$work/verify.out" || true
 samples=$(grep -o 'cpu_sample=[0-9]*' "$work/verify.out" | cut -d= -f2)
-events=$(grep -o '[0-9]* events  ' "$work/verify.out" | head -1 | cut -d' ' -f1)
+events=$(grep -o -m1 '[0-9]* events  ' "$work/verify.out" | cut -d' ' -f1)
 [ "${samples:-0}" -gt 100 ] || fail "too few samples: $(cat "$work/verify.out")"
 
 "$tracectl" export --format folded "$work/trace" -o "$work/cpu.folded"

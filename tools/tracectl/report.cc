@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -54,6 +55,59 @@ std::string FrameText(const NamedFrame& frame) {
   return text;
 }
 
+// The largest entries of a map by value, largest first.
+template <typename K>
+std::vector<std::pair<K, uint64_t>> Largest(const std::map<K, uint64_t>& values, size_t n) {
+  std::vector<std::pair<K, uint64_t>> sorted(values.begin(), values.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (sorted.size() > n) sorted.resize(n);
+  return sorted;
+}
+
+// Each of the slowest spans and operations, and where its time went.
+void PrintSlowest(const ReportModel& model) {
+  if (model.slowest().empty()) return;
+  fmt::print("\nslowest spans and operations (on their own thread)\n");
+  for (const SlowSpan& span : model.slowest()) {
+    fmt::print("  {} — {} on tid {} {}{}\n", Ms(span.duration_ns), span.name, span.tid,
+               model.directory().ThreadName(span.tid),
+               span.operation_id != 0 ? fmt::format(", operation {}", span.operation_id) : "");
+    uint64_t off = 0;
+    for (const auto& [why, ns] : span.off_cpu_ns) off += ns;
+    const uint64_t period = model.sample_period_ns;
+    fmt::print("      on-CPU ≈ {} (user {} samples, kernel {})", Ms((span.user_samples +
+                                                                      span.kernel_samples) *
+                                                                     period),
+               span.user_samples, span.kernel_samples);
+    for (const auto& [leaf, count] : Largest(span.leaves, 3)) {
+      fmt::print("; {} ×{}", model.FunctionName(leaf.first, leaf.second, false), count);
+    }
+    fmt::print("\n      off-CPU {}", Ms(off));
+    for (const auto& [why, ns] : Largest(span.off_cpu_ns, 4)) fmt::print("; {} {}", why, Ms(ns));
+    fmt::print("\n");
+    std::map<StackProfile::Key, uint64_t> blocked;
+    for (const auto& [key, value] : span.blocked) blocked[key] = value.second;
+    for (const auto& [key, ns] : Largest(blocked, 1)) {
+      fmt::print("      blocked longest ({}) at:\n", Ms(ns));
+      const std::vector<NamedFrame> frames = model.Frames(key);
+      for (size_t i = 0; i < frames.size() && i < 16; ++i) {
+        fmt::print("          {}\n", FrameText(frames[i]));
+      }
+    }
+    for (const auto& [waker, ns] : Largest(span.wakers, 2)) {
+      fmt::print("      woken by {} (ended {} of the wait)\n", model.Doing(waker), Ms(ns));
+    }
+    if (span.runq_ns != 0) {
+      fmt::print("      run-queue wait {}", Ms(span.runq_ns));
+      for (const auto& [tid, ns] : Largest(span.ran_instead, 2)) {
+        fmt::print("; the CPU had {} ({})", model.Doing(tid), Ms(ns));
+      }
+      fmt::print("\n");
+    }
+  }
+}
+
 void PrintText(const ReportModel& model, const Verdict& verdict, size_t top) {
   fmt::print("verdict: {}\n", verdict.complete ? "complete" : "INCOMPLETE — do not trust absences");
   for (const auto& [what, count] : verdict.losses) fmt::print("  lost {} ({})\n", count, what);
@@ -99,6 +153,7 @@ void PrintText(const ReportModel& model, const Verdict& verdict, size_t top) {
     fmt::print("\nUSDT probes\n");
     for (const auto& [probe, count] : model.usdt()) fmt::print("  {:<32} {}\n", probe, count);
   }
+  PrintSlowest(model);
 }
 
 std::string LatencyJson(const LatencyHistogram& h) {
@@ -159,6 +214,29 @@ void PrintJson(const ReportModel& model, const Verdict& verdict, size_t top) {
     }
     out += "}";
   }
+  out += R"(,"slowest":[)";
+  comma = "";
+  for (const SlowSpan& span : model.slowest()) {
+    out += fmt::format(R"({}{{"name":{},"tid":{},"operation_id":{},"duration_ns":{},)"
+                       R"("user_samples":{},"kernel_samples":{},"off_cpu_ns":{{)",
+                       comma, Json(span.name), span.tid, span.operation_id, span.duration_ns,
+                       span.user_samples, span.kernel_samples);
+    const char* inner = "";
+    for (const auto& [why, ns] : span.off_cpu_ns) {
+      out += fmt::format("{}{}:{}", inner, Json(why), ns);
+      inner = ",";
+    }
+    out += R"(},"wakers":[)";
+    inner = "";
+    for (const auto& [waker, ns] : span.wakers) {
+      out += fmt::format(R"({}{{"tid":{},"ns":{},"doing":{}}})", inner, waker, ns,
+                         Json(model.Doing(waker)));
+      inner = ",";
+    }
+    out += fmt::format(R"(],"runq_ns":{}}})", span.runq_ns);
+    comma = ",";
+  }
+  out += "]";
   out += R"(,"usdt":{)";
   comma = "";
   for (const auto& [probe, count] : model.usdt()) {

@@ -1,9 +1,17 @@
 #include "tools/tracectl/report_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 
 namespace loupe::tracectl {
+namespace {
+
+constexpr uint64_t kOperationBit = 1ull << 63;
+constexpr size_t kMaxOpenPerThread = 64;
+
+}  // namespace
 
 std::string ClassifyOffCpu(uint32_t prev_state, const std::vector<NamedFrame>& kernel_frames) {
   if (prev_state == 0) return "preempted";
@@ -42,6 +50,7 @@ void ReportModel::Add(const format::Record& record) {
   last_ns_ = std::max(last_ns_, record.time_ns);
   directory_.Observe(record);
   if (const auto* change = std::get_if<SchedSwitch>(&record.payload)) {
+    last_off_cpu_[record.cpu] = record.tid;
     // On-CPU time of target threads (those the trace describes), from switch
     // in to switch out; not attributable to an operation, so not filtered by one.
     if (auto in = switched_in_.find(record.tid); in != switched_in_.end()) {
@@ -52,9 +61,17 @@ void ReportModel::Add(const format::Record& record) {
     }
     if (directory_.Known(change->next_tid)) switched_in_[change->next_tid] = record.time_ns;
   } else if (const auto* sample = std::get_if<CpuSample>(&record.payload)) {
+    const uint32_t pid = directory_.PidOf(record.tid);
+    if (!sample->user_stack.empty()) last_leaf_[record.tid] = {pid, sample->user_stack[0]};
     if (!Wanted(record, sample->operation_id)) return;
     ++threads_[record.tid].samples;
     stacks_.Add(record);
+    if (auto open = open_.find(record.tid); open != open_.end()) {
+      for (auto& [id, span] : open->second) {
+        ++(sample->kernel_stack.empty() ? span.user_samples : span.kernel_samples);
+        if (!sample->user_stack.empty()) ++span.leaves[{pid, sample->user_stack[0]}];
+      }
+    }
   } else if (const auto* off = std::get_if<OffCpu>(&record.payload)) {
     if (!Wanted(record, off->operation_id)) return;
     ThreadTotals& thread = threads_[record.tid];
@@ -62,15 +79,45 @@ void ReportModel::Add(const format::Record& record) {
         off->duration_ns;
     thread.runq.Add(off->runq_ns);
     stacks_.Add(record);
+    if (auto open = open_.find(record.tid); open != open_.end()) {
+      const StackProfile::Key key{directory_.PidOf(record.tid),
+                                  {off->user_stack.begin(), off->user_stack.end()},
+                                  {off->kernel_stack.begin(), off->kernel_stack.end()}};
+      for (auto& [id, span] : open->second) {
+        // Spans begin on CPU, so the interval lies inside; min() guards odd clocks.
+        const uint64_t in_span = std::min(off->duration_ns, record.time_ns - span.begin_ns);
+        auto& [state, ns] = span.blocked[key];
+        state = off->prev_state;
+        ns += in_span;
+        if (off->waker_tid != 0) span.wakers[off->waker_tid] += in_span;
+        const uint64_t runq = std::min(off->runq_ns, in_span);
+        span.runq_ns += runq;
+        if (runq != 0) {
+          if (auto before = last_off_cpu_.find(record.cpu); before != last_off_cpu_.end()) {
+            span.ran_instead[before->second] += runq;
+          }
+        }
+      }
+    }
   } else if (const auto* begin = std::get_if<SpanBegin>(&record.payload)) {
     if (Wanted(record, begin->operation_id)) {
       open_spans_[begin->span_id] = {std::string(begin->name), record.time_ns};
+      Open(record.tid, begin->span_id, std::string(begin->name), begin->operation_id,
+           record.time_ns);
     }
   } else if (const auto* end = std::get_if<SpanEnd>(&record.payload)) {
     if (auto open = open_spans_.find(end->span_id); open != open_spans_.end()) {
       spans_[open->second.first].Add(record.time_ns - open->second.second);
       open_spans_.erase(open);
+      Close(record.tid, end->span_id, record.time_ns);
     }
+  } else if (const auto* begin_op = std::get_if<OperationBegin>(&record.payload)) {
+    if (Wanted(record, begin_op->operation_id)) {
+      Open(record.tid, begin_op->operation_id | kOperationBit,
+           "operation " + std::string(begin_op->name), begin_op->operation_id, record.time_ns);
+    }
+  } else if (const auto* end_op = std::get_if<OperationEnd>(&record.payload)) {
+    Close(record.tid, end_op->operation_id | kOperationBit, record.time_ns);
   } else if (const auto* ret = std::get_if<UprobeReturn>(&record.payload)) {
     if (ret->duration_ns != 0 && Wanted(record, 0)) calls_[std::string(ret->probe)].Add(ret->duration_ns);
   } else if (const auto* usdt = std::get_if<UsdtEvent>(&record.payload)) {
@@ -78,7 +125,60 @@ void ReportModel::Add(const format::Record& record) {
   }
 }
 
+void ReportModel::Open(uint32_t tid, uint64_t id, std::string name, uint64_t operation,
+                       uint64_t time) {
+  auto& open = open_[tid];
+  if (open.size() >= kMaxOpenPerThread) return;
+  SlowSpan span;
+  span.name = std::move(name);
+  span.tid = tid;
+  span.operation_id = operation;
+  span.begin_ns = time;
+  open.emplace_back(id, std::move(span));
+}
+
+// Keeps the kSlowest longest; what the rest accumulated is dropped.
+void ReportModel::Close(uint32_t tid, uint64_t id, uint64_t time) {
+  auto open = open_.find(tid);
+  if (open == open_.end()) return;
+  auto& spans = open->second;
+  auto it = std::find_if(spans.rbegin(), spans.rend(), [id](const auto& s) { return s.first == id; });
+  if (it == spans.rend()) return;
+  SlowSpan span = std::move(it->second);
+  spans.erase(std::next(it).base());
+  if (spans.empty()) open_.erase(open);
+  span.duration_ns = time - span.begin_ns;
+  if (slowest_.size() == kSlowest && span.duration_ns <= slowest_.back().duration_ns) return;
+  auto at = std::upper_bound(slowest_.begin(), slowest_.end(), span.duration_ns,
+                             [](uint64_t d, const SlowSpan& s) { return d > s.duration_ns; });
+  slowest_.insert(at, std::move(span));
+  if (slowest_.size() > kSlowest) slowest_.pop_back();
+}
+
+std::string ReportModel::FunctionName(uint32_t pid, uint64_t address, bool kernel) const {
+  std::vector<NamedFrame> frames = stacks_.Frames(pid, address, kernel);
+  return frames.empty() ? "?" : frames.front().function;
+}
+
+std::string ReportModel::Doing(uint32_t tid) const {
+  std::string name = directory_.ThreadName(tid);
+  std::string doing = fmt::format("tid {}{}", tid, name.empty() ? "" : " " + name);
+  if (auto leaf = last_leaf_.find(tid); leaf != last_leaf_.end()) {
+    doing += ", last seen in " + FunctionName(leaf->second.first, leaf->second.second, false);
+  }
+  return doing;
+}
+
 void ReportModel::Finish() {
+  for (SlowSpan& span : slowest_) {
+    for (const auto& [key, blocked] : span.blocked) {
+      std::vector<NamedFrame> kernel;
+      for (uint64_t address : std::get<2>(key)) {
+        for (NamedFrame& frame : stacks_.Frames(0, address, true)) kernel.push_back(frame);
+      }
+      span.off_cpu_ns[ClassifyOffCpu(blocked.first, kernel)] += blocked.second;
+    }
+  }
   for (auto& [tid, thread] : threads_) {
     for (const auto& [key, ns] : thread.off_cpu_raw) {
       std::vector<NamedFrame> kernel;

@@ -47,6 +47,21 @@ struct BlockingStack {
   uint64_t off_cpu_ns = 0;
 };
 
+// Where one span's (or operation's) time went, on its own thread.
+struct SlowSpan {
+  std::string name;  // "operation <name>" for an operation
+  uint32_t tid = 0;
+  uint64_t operation_id = 0;
+  uint64_t begin_ns = 0, duration_ns = 0;
+  uint64_t user_samples = 0, kernel_samples = 0;
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> leaves;  // (pid, leaf address) -> samples
+  std::map<std::string, uint64_t> off_cpu_ns;                // by class, after Finish()
+  std::map<StackProfile::Key, std::pair<uint32_t, uint64_t>> blocked;  // -> (state, ns)
+  std::map<uint32_t, uint64_t> wakers;        // tid -> ns of off-CPU time it ended
+  uint64_t runq_ns = 0;
+  std::map<uint32_t, uint64_t> ran_instead;   // tid that had the CPU before -> ns waited
+};
+
 class ReportModel {
  public:
   explicit ReportModel(ReportFilter filter) : filter_(filter) {}
@@ -67,10 +82,22 @@ class ReportModel {
   uint64_t sample_period_ns = 1'000'000'000 / 99;
 
   std::vector<FunctionCost> TopFunctions(size_t n) const;
+  // The slowest spans and operations, slowest first (at most kSlowest).
+  static constexpr size_t kSlowest = 5;
+  const std::vector<SlowSpan>& slowest() const { return slowest_; }
+  std::string FunctionName(uint32_t pid, uint64_t address, bool kernel) const;
+  // What a thread was last seen doing: its innermost open span, else its
+  // last sampled function.
+  std::string Doing(uint32_t tid) const;
+  std::vector<NamedFrame> Frames(const StackProfile::Key& key) const {
+    return stacks_.StackFrames(key);
+  }
   std::vector<BlockingStack> TopBlockingStacks(size_t n) const;
 
  private:
   bool Wanted(const format::Record& record, uint64_t operation) const;
+  void Open(uint32_t tid, uint64_t id, std::string name, uint64_t operation, uint64_t time);
+  void Close(uint32_t tid, uint64_t id, uint64_t time);
 
   ReportFilter filter_;
   ThreadDirectory directory_;
@@ -82,6 +109,12 @@ class ReportModel {
   std::map<std::string, LatencyHistogram> spans_;
   std::map<std::string, LatencyHistogram> calls_;
   std::map<std::string, uint64_t> usdt_;
+  // Open spans and operations per thread, innermost last (ids of operations
+  // are made distinct from span ids by their top bit).
+  absl::flat_hash_map<uint32_t, std::vector<std::pair<uint64_t, SlowSpan>>> open_;
+  std::vector<SlowSpan> slowest_;
+  absl::flat_hash_map<uint32_t, uint32_t> last_off_cpu_;  // cpu -> tid that switched out last
+  absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint64_t>> last_leaf_;  // tid -> (pid, address)
   uint64_t first_ns_ = 0, last_ns_ = 0;
 };
 
