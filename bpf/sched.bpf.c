@@ -169,7 +169,10 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 	{                                                                                    \
 		return on_switch(ctx, preempt, prev, next);                                  \
 	}                                                                                    \
-	SEC(kind "/sched_wakeup")                                                            \
+	/* sched_waking, not sched_wakeup: it fires in the waker's context, where \
+	 * sched_wakeup may fire on the target CPU in the idle task (a wakeup the \
+	 * kernel queues there by IPI) and name no waker at all. */              \
+	SEC(kind "/sched_waking")                                                            \
 	int BPF_PROG(handle_sched_wakeup##suffix, struct task_struct *task)                  \
 	{                                                                                    \
 		return on_wakeup(task, 0);                                                   \

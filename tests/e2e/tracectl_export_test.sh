@@ -64,17 +64,34 @@ lines=$(wc -l < "$work/records.json")
 head -1 "$work/records.json" | grep -q '"kind":' || fail "not JSON records: $(head -1 "$work/records.json")"
 
 # The report names the hot function first, in text and in JSON.
-"$tracectl" report "$work/trace" > "$work/report.txt" || fail "report exited $?"
-grep -q '^verdict: complete' "$work/report.txt" || fail "report verdict: $(head -3 "$work/report.txt")"
+# (Exit 1 is an incomplete trace — a cut stack, say — still reported.)
+"$tracectl" report "$work/trace" > "$work/report.txt" || [ $? = 1 ] || fail "report failed"
+grep -q '^verdict: ' "$work/report.txt" || fail "no verdict first: $(head -3 "$work/report.txt")"
 first=$(grep -A1 '^top on-CPU functions' "$work/report.txt" | tail -1)
 [[ "$first" == *" mix" ]] || fail "report's top function: '$first'"
-"$tracectl" report --json "$work/trace" > "$work/report.json"
+"$tracectl" report --json "$work/trace" > "$work/report.json" || [ $? = 1 ] || fail "JSON report failed"
 grep -q '"top_functions":\[{"name":"mix"' "$work/report.json" || fail "JSON report: $(head -c 300 "$work/report.json")"
 set +e
 "$tracectl" report "$work/missing" 2> "$work/report.err"
 code=$?
 set -e
 [ "$code" = 2 ] && [ -s "$work/report.err" ] || fail "report on a missing path exited $code"
+
+# A segment cut in half (a crash mid-write): whole frames that are left
+# are exported and reported (here the one event block is cut, so none),
+# and both commands say the trace is incomplete.
+mkdir "$work/cut"
+segment=$(ls "$work"/trace/*.loupe | head -n 1)
+head -c $(( $(stat -c %s "$segment") / 2 )) "$segment" > "$work/cut/cut.loupe"
+"$tracectl" export --format folded "$work/cut" -o "$work/cut.folded" 2> "$work/cut.err" \
+  || fail "export of a cut segment failed: $(cat "$work/cut.err")"
+grep -q "incomplete" "$work/cut.err" || fail "export did not say the input is incomplete"
+set +e
+"$tracectl" report "$work/cut" > "$work/cut.report"
+code=$?
+set -e
+[ "$code" = 1 ] || fail "report of a cut segment exited $code"
+grep -q '^verdict: INCOMPLETE' "$work/cut.report" || fail "report verdict: $(head -3 "$work/cut.report")"
 
 # Bad input: clear messages, exit 2, no crash.
 echo "not a trace" > "$work/junk.loupe"
