@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job end to end: installs what it needs, builds, starts a small
 # multi-threaded demo service, traces it for a few seconds with
-# `tracectl attach`, and verifies the trace. Run as root (BPF).
+# `tracectl attach`, verifies the trace and reports on it. Run as root (BPF).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
@@ -17,3 +17,4 @@ until grep -q ready /tmp/loupe-demo-app.$$; do sleep 0.1; done
 echo "tracing loupe-demo-app (pid $app) for 5 s"
 ./build/tools/tracectl/tracectl attach "$app" --duration 5s --output "$out"
 ./build/tools/tracectl/tracectl verify "$out"
+./build/tools/tracectl/tracectl report "$out" --top 5

@@ -37,6 +37,9 @@ slow=$(sed -n '/^slowest spans/,$p' "$work/report.txt")
 [[ "$slow" == *"woken by tid $holder holder"* ]] || fail "the holder is not named as the waker: $slow"
 [[ "$slow" != *"woken by tid 0"* ]] || fail "a wakeup without its waker: $slow"
 [[ "$slow" == *"__lll_lock_wait"* ]] || fail "the blocking stack does not reach the lock: $slow"
+# The worker threads' stacks (not only the main thread's) are named.
+top_stacks=$(sed -n '/^top off-CPU stacks/,/^$/p' "$work/report.txt")
+[[ "$top_stacks" == *"start_thread"* ]] || fail "threads' stacks unnamed: $top_stacks"
 # Each handle span lasts the holder's remaining 45 ms: so do its percentiles.
 p50=$(awk '$1 == "handle" {print int($3); exit}' <<< "$(sed -n '/^spans/,/^$/p' "$work/report.txt")")
 [ "${p50:-0}" -ge 35 ] && [ "$p50" -le 60 ] || fail "handle p50 of ${p50:-?} ms, expected about 45"

@@ -49,6 +49,12 @@ void ReportModel::Add(const format::Record& record) {
   if (first_ns_ == 0) first_ns_ = record.time_ns;
   last_ns_ = std::max(last_ns_, record.time_ns);
   directory_.Observe(record);
+  if (std::holds_alternative<ThreadInfo>(record.payload) ||
+      std::holds_alternative<ProcessInfo>(record.payload) ||
+      std::holds_alternative<ProcessFork>(record.payload)) {
+    stacks_.Add(record);  // it keys stacks by process: it must know every thread's
+    return;
+  }
   if (const auto* change = std::get_if<SchedSwitch>(&record.payload)) {
     last_off_cpu_[record.cpu] = record.tid;
     // On-CPU time of target threads (those the trace describes), from switch
