@@ -38,7 +38,7 @@ std::string ClassifyOffCpu(uint32_t prev_state, const std::vector<NamedFrame>& k
 }
 
 bool ReportModel::Wanted(const format::Record& record, uint64_t operation) const {
-  if (filter_.pid && directory_.PidOf(record.tid) != *filter_.pid) return false;
+  if (filter_.pid && directory().PidOf(record.tid) != *filter_.pid) return false;
   const uint64_t at = record.time_ns - first_ns_;
   if (at < filter_.since_ns || at > filter_.until_ns) return false;
   return !filter_.operation || operation == *filter_.operation;
@@ -48,11 +48,10 @@ void ReportModel::Add(const format::Record& record) {
   using namespace format;
   if (first_ns_ == 0) first_ns_ = record.time_ns;
   last_ns_ = std::max(last_ns_, record.time_ns);
-  directory_.Observe(record);
   if (std::holds_alternative<ThreadInfo>(record.payload) ||
       std::holds_alternative<ProcessInfo>(record.payload) ||
       std::holds_alternative<ProcessFork>(record.payload)) {
-    stacks_.Add(record);  // it keys stacks by process: it must know every thread's
+    stacks_.Add(record);  // its thread directory is the report's one
     return;
   }
   if (const auto* change = std::get_if<SchedSwitch>(&record.payload)) {
@@ -65,9 +64,9 @@ void ReportModel::Add(const format::Record& record) {
       }
       switched_in_.erase(in);
     }
-    if (directory_.Known(change->next_tid)) switched_in_[change->next_tid] = record.time_ns;
+    if (directory().Known(change->next_tid)) switched_in_[change->next_tid] = record.time_ns;
   } else if (const auto* sample = std::get_if<CpuSample>(&record.payload)) {
-    const uint32_t pid = directory_.PidOf(record.tid);
+    const uint32_t pid = directory().PidOf(record.tid);
     if (!sample->user_stack.empty()) last_leaf_[record.tid] = {pid, sample->user_stack[0]};
     if (!Wanted(record, sample->operation_id)) return;
     ++threads_[record.tid].samples;
@@ -86,7 +85,7 @@ void ReportModel::Add(const format::Record& record) {
     thread.runq.Add(off->runq_ns);
     stacks_.Add(record);
     if (auto open = open_.find(record.tid); open != open_.end()) {
-      const StackProfile::Key key{directory_.PidOf(record.tid),
+      const StackProfile::Key key{directory().PidOf(record.tid),
                                   {off->user_stack.begin(), off->user_stack.end()},
                                   {off->kernel_stack.begin(), off->kernel_stack.end()}};
       for (auto& [id, span] : open->second) {
@@ -167,7 +166,7 @@ std::string ReportModel::FunctionName(uint32_t pid, uint64_t address, bool kerne
 }
 
 std::string ReportModel::Doing(uint32_t tid) const {
-  std::string name = directory_.ThreadName(tid);
+  std::string name = directory().ThreadName(tid);
   std::string doing = fmt::format("tid {}{}", tid, name.empty() ? "" : " " + name);
   if (auto leaf = last_leaf_.find(tid); leaf != last_leaf_.end()) {
     doing += ", last seen in " + FunctionName(leaf->second.first, leaf->second.second, false);

@@ -72,7 +72,7 @@ class ReportModel {
   void Finish();
 
   const std::map<uint32_t, ThreadTotals>& threads() const { return threads_; }
-  const ThreadDirectory& directory() const { return directory_; }
+  const ThreadDirectory& directory() const { return stacks_.threads(); }
   const std::map<std::string, LatencyHistogram>& spans() const { return spans_; }
   const std::map<std::string, LatencyHistogram>& calls() const { return calls_; }
   const std::map<std::string, uint64_t>& usdt() const { return usdt_; }
@@ -100,7 +100,6 @@ class ReportModel {
   void Close(uint32_t tid, uint64_t id, uint64_t time);
 
   ReportFilter filter_;
-  ThreadDirectory directory_;
   StackProfile stacks_;
   std::map<uint32_t, ThreadTotals> threads_;
   // Touched per switch and per span: hash maps, no allocation per event.

@@ -42,6 +42,7 @@ class StackProfile {
   const std::map<Key, StackTotals>& stacks() const { return stacks_; }
   uint64_t samples() const { return samples_; }
   std::string ProcessName(uint32_t pid) const { return threads_.ProcessName(pid); }
+  const ThreadDirectory& threads() const { return threads_; }
   // The frames of one address, innermost (inlined) first.
   std::vector<NamedFrame> Frames(uint32_t pid, uint64_t address, bool kernel) const;
   // Every frame of a stack, innermost first: kernel frames, then user frames.
