@@ -54,6 +54,7 @@ grpc::Status ControlService::Status(grpc::ServerContext* context, const v1::Stat
       sessions_->Status(request->session_id(), *caller);
   if (!sessions.ok()) return ToGrpc(sessions.status());
   for (v1::SessionStatus& status : *sessions) *response->add_sessions() = std::move(status);
+  if (shipping_) *response->mutable_shipping() = shipping_();
   return grpc::Status::OK;
 }
 

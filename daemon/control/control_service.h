@@ -4,6 +4,8 @@
 #ifndef LOUPE_DAEMON_CONTROL_CONTROL_SERVICE_H_
 #define LOUPE_DAEMON_CONTROL_CONTROL_SERVICE_H_
 
+#include <functional>
+
 #include "daemon/control/peer_listener.h"
 #include "daemon/control/session_manager.h"
 #include "loupe/v1/control.grpc.pb.h"
@@ -12,8 +14,10 @@ namespace loupe::control {
 
 class ControlService final : public v1::Control::Service {
  public:
-  ControlService(SessionManager* sessions, const PeerListener* peers)
-      : sessions_(sessions), peers_(peers) {}
+  // `shipping` reports the shipper's state; unset when nothing is shipped.
+  ControlService(SessionManager* sessions, const PeerListener* peers,
+                 std::function<v1::ShippingStatus()> shipping = {})
+      : sessions_(sessions), peers_(peers), shipping_(std::move(shipping)) {}
 
   grpc::Status Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                       v1::AttachResponse* response) override;
@@ -29,6 +33,7 @@ class ControlService final : public v1::Control::Service {
  private:
   SessionManager* sessions_;
   const PeerListener* peers_;
+  std::function<v1::ShippingStatus()> shipping_;
 };
 
 }  // namespace loupe::control

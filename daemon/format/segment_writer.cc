@@ -13,6 +13,7 @@
 
 #include "daemon/base/status_util.h"
 #include "daemon/format/block_layout.h"
+#include "daemon/format/segment_files.h"
 #include "daemon/format/segment_reader.h"
 #include "daemon/format/wire.h"
 
@@ -21,8 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kSealedSuffix = ".loupe";
-constexpr std::string_view kActiveSuffix = ".loupe.active";
 // Room kept at the end of a file for the trailer (and symbols, later).
 constexpr uint64_t kTrailerReserve = 16 << 10;
 // Below this much room a file is sealed rather than given a tiny block.
@@ -47,23 +46,6 @@ bool ValidSessionId(std::string_view id) {
          std::all_of(id.begin(), id.end(), [](char c) {
            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
          });
-}
-
-// "<session>-<seq>.loupe[.active]" -> seq, when the file is this session's.
-bool ParseSequence(std::string_view name, std::string_view session, uint64_t* sequence) {
-  for (std::string_view suffix : {kActiveSuffix, kSealedSuffix}) {
-    if (name.size() > suffix.size() && name.ends_with(suffix)) {
-      name.remove_suffix(suffix.size());
-      break;
-    }
-  }
-  if (!name.starts_with(session) || name.size() <= session.size() + 1 ||
-      name[session.size()] != '-') {
-    return false;
-  }
-  name.remove_prefix(session.size() + 1);
-  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), *sequence);
-  return ec == std::errc() && end == name.data() + name.size();
 }
 
 absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
@@ -190,9 +172,9 @@ absl::Status SegmentWriter::ScanExisting() {
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(options_.directory, error)) {
     const std::string name = entry.path().filename().string();
-    uint64_t sequence;
-    if (ParseSequence(name, options_.session_id, &sequence)) {
-      sequence_ = std::max(sequence_, sequence + 1);
+    if (std::optional<SegmentFileName> parsed = ParseSegmentFileName(name);
+        parsed && parsed->session == options_.session_id) {
+      sequence_ = std::max(sequence_, parsed->sequence + 1);
     }
     std::error_code stat_error;
     if (name.ends_with(kSealedSuffix) && entry.is_regular_file(stat_error)) {
@@ -457,9 +439,15 @@ void SegmentWriter::EnforceBudget(uint64_t headroom) {
     SealedSegment oldest = std::move(sealed_.front());
     sealed_.pop_front();
     sealed_bytes_ -= oldest.size;
+    // A copy of what was shipped: evicting it loses nothing.
+    if (options_.shipped && options_.shipped(oldest.path)) {
+      ::unlink(oldest.path.c_str());
+      continue;
+    }
     // Written by an earlier run: read it to know what evicting it loses.
     if (!oldest.tallied) oldest.tally = TallySegment(oldest.path);
-    if (::unlink(oldest.path.c_str()) != 0 && errno != ENOENT) continue;
+    // ENOENT: the shipper deleted it once a collector had it; nothing is lost.
+    if (::unlink(oldest.path.c_str()) != 0) continue;
     pending_losses_[{LossSource::kWriter, LossReason::kSegmentEvicted}] +=
         oldest.tally.records + oldest.tally.evicted_reported;
     pending_evicted_.push_back(fs::path(oldest.path).filename().string());

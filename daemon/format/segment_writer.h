@@ -38,6 +38,9 @@ struct WriterOptions {
   int zstd_level = 3;
   size_t block_bytes = 1 << 20;                    // raw column bytes per block
   uint64_t block_flush_period_ns = 1'000'000'000;  // bounds what a crash can lose
+  // Asked of a sealed segment about to be evicted: true when a collector
+  // holds it (a copy kept after shipping), so evicting it loses nothing.
+  std::function<bool(const std::string& path)> shipped;
 };
 
 // Checks each option; the message names the key and its allowed range.

@@ -27,6 +27,14 @@ struct DaemonConfig {
   uint64_t reorder_window_ms = 50;
   uint64_t drain_interval_ms = 10;
   std::string debuginfod_urls;  // empty: no debuginfod server is asked
+  // Shipping (docs/operations.md); no collector: segments stay local.
+  std::string collector;
+  std::string collector_token_file;
+  std::string collector_ca_file;
+  uint64_t keep_shipped = 0;
+  uint64_t ship_rate_limit = 0;
+  uint64_t ship_retry_max_s = 30;
+  uint64_t ship_shutdown_timeout_s = 10;
 };
 
 struct ConfigKey {

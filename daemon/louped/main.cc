@@ -17,6 +17,7 @@
 #include "daemon/control/peer_listener.h"
 #include "daemon/control/session_manager.h"
 #include "daemon/louped/config.h"
+#include "daemon/ship/shipper.h"
 #include "daemon/symbols/debuginfod.h"
 
 namespace {
@@ -47,7 +48,18 @@ loupe::session::SessionOptions SessionDefaults(const DaemonConfig& config) {
   defaults.writer.rotation_period_ns = config.rotation_period_s * 1'000'000'000;
   defaults.reorder_window_ns = config.reorder_window_ms * 1'000'000;
   defaults.drain_interval_ns = config.drain_interval_ms * 1'000'000;
+  if (config.keep_shipped != 0) defaults.writer.shipped = loupe::ship::Outbox::ReleaseShippedCopy;
   return defaults;
+}
+
+loupe::ship::ShipperOptions ShipperDefaults(const DaemonConfig& config) {
+  loupe::ship::ShipperOptions options;
+  options.collector = {config.collector, config.collector_token_file, config.collector_ca_file};
+  options.directory = config.output_dir;
+  options.keep_shipped = config.keep_shipped != 0;
+  options.upload.rate_limit_bytes_per_s = config.ship_rate_limit;
+  options.retry_max = std::chrono::seconds(config.ship_retry_max_s);
+  return options;
 }
 
 int Run(const DaemonConfig& config) {
@@ -71,8 +83,20 @@ int Run(const DaemonConfig& config) {
     log->error("{}", loupe::MessageOf(listener.status()));
     return 1;
   }
+  // Before any session starts: it seals what a crashed run left active.
+  std::unique_ptr<loupe::ship::Shipper> shipper;
+  if (!config.collector.empty()) {
+    auto started = loupe::ship::Shipper::Start(ShipperDefaults(config), log);
+    if (!started.ok()) {
+      log->error("shipping: {}", loupe::MessageOf(started.status()));
+      return 2;
+    }
+    shipper = *std::move(started);
+  }
   loupe::control::SessionManager sessions(SessionDefaults(config), log);
-  loupe::control::ControlService service(&sessions, listener->get());
+  std::function<loupe::v1::ShippingStatus()> shipping;
+  if (shipper) shipping = [&shipper] { return shipper->Status(); };
+  loupe::control::ControlService service(&sessions, listener->get(), shipping);
   grpc::ServerBuilder builder;
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -81,7 +105,8 @@ int Run(const DaemonConfig& config) {
     return 1;
   }
   (*listener)->Serve(server.get());
-  log->info("louped: listening on {}, traces in {}", config.socket, config.output_dir);
+  log->info("louped: listening on {}, traces in {}{}", config.socket, config.output_dir,
+            shipper ? fmt::format(", shipped to {}", config.collector) : std::string());
 
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -94,6 +119,11 @@ int Run(const DaemonConfig& config) {
   (*listener)->Stop();
   sessions.StopAll();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (shipper) {
+    log->info("louped: shipping what is left (up to {} s)", config.ship_shutdown_timeout_s);
+    shipper->Drain(std::chrono::steady_clock::now() +
+                   std::chrono::seconds(config.ship_shutdown_timeout_s));
+  }
   log->info("louped: stopped");
   return 0;
 }

@@ -1,0 +1,132 @@
+#include "daemon/ship/segment_upload.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "daemon/base/scoped_fd.h"
+#include "daemon/base/status_util.h"
+#include "daemon/format/segment_reader.h"
+#include "daemon/ship/sha256.h"
+
+namespace loupe::ship {
+namespace {
+
+absl::StatusOr<v1::UploadBegin> Describe(const std::string& path, int fd) {
+  absl::StatusOr<std::unique_ptr<format::SegmentReader>> reader =
+      format::SegmentReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  const v1::SegmentHeader& header = (*reader)->header();
+  v1::UploadBegin begin;
+  begin.mutable_id()->set_host(header.host());
+  begin.mutable_id()->set_boot_id(header.boot_id());
+  begin.mutable_id()->set_session_id(header.session_id());
+  begin.mutable_id()->set_sequence(header.sequence());
+  begin.set_start_realtime_ns(header.clock().realtime_ns());
+  struct stat info {};
+  if (fstat(fd, &info) != 0) return ErrnoStatus("stat", path);
+  begin.set_size(static_cast<uint64_t>(info.st_size));
+  absl::StatusOr<std::string> digest = Sha256OfFile(path);
+  if (!digest.ok()) return digest.status();
+  begin.set_sha256(*digest);
+  return begin;
+}
+
+// Sleeps as long as sending `sent` bytes since `start` should take.
+void Pace(uint64_t rate, uint64_t sent, std::chrono::steady_clock::time_point start) {
+  if (rate == 0) return;
+  const auto due = start + std::chrono::microseconds(sent * 1'000'000 / rate);
+  std::this_thread::sleep_until(due);
+}
+
+}  // namespace
+
+absl::StatusOr<UploadOutcome> UploadSegment(CollectorConnection& connection,
+                                            const std::string& path,
+                                            const UploadSettings& settings,
+                                            const CancelHook& on_call) {
+  // Read from one descriptor throughout: if the writer evicts the file
+  // meanwhile, the bytes announced are still the bytes sent.
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open", path);
+  absl::StatusOr<v1::UploadBegin> begin = Describe(path, fd.get());
+  if (!begin.ok()) return begin.status();
+
+  UploadOutcome outcome;
+  outcome.size = begin->size();
+  std::unique_ptr<grpc::ClientContext> context = connection.NewContext(settings.timeout);
+  if (on_call) on_call(context.get());
+  struct CallEnd {
+    const CancelHook& hook;
+    ~CallEnd() {
+      if (hook) hook(nullptr);
+    }
+  } call_end{on_call};
+  auto stream = connection.stub().Upload(context.get());
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+
+  auto fail = [&](std::string_view what) {
+    stream->WritesDone();
+    return connection.Explain(stream->Finish(), fmt::format("upload {}: {}", name, what));
+  };
+
+  v1::UploadRequest request;
+  *request.mutable_begin() = *begin;
+  if (!stream->Write(request)) return fail("the stream closed");
+  v1::UploadResponse response;
+  if (!stream->Read(&response)) return fail("no reply to the upload's start");
+  if (response.has_stored()) {
+    outcome.duplicate = true;
+    outcome.location = response.stored().location();
+    stream->WritesDone();
+    grpc::Status finished = stream->Finish();
+    if (!finished.ok()) return connection.Explain(finished, "upload " + name);
+    return outcome;
+  }
+  uint64_t offset = response.progress().offset();
+  if (offset > outcome.size) return fail("the collector claims more bytes than the file has");
+  outcome.resumed_from = offset;
+
+  std::string buffer(settings.chunk_bytes, '\0');
+  const auto start = std::chrono::steady_clock::now();
+  while (offset < outcome.size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), outcome.size - offset));
+    const ssize_t got = ::pread(fd.get(), buffer.data(), want, static_cast<off_t>(offset));
+    if (got <= 0) {
+      context->TryCancel();
+      stream->Finish();
+      return got < 0 ? ErrnoStatus("read", path)
+                     : absl::DataLossError(fmt::format("read {}: the file shrank", path));
+    }
+    request.Clear();
+    v1::UploadChunk* chunk = request.mutable_chunk();
+    chunk->set_offset(offset);
+    chunk->set_data(buffer.data(), static_cast<size_t>(got));
+    offset += static_cast<uint64_t>(got);
+    chunk->set_last(offset == outcome.size);
+    if (!stream->Write(request)) return fail(fmt::format("the stream broke at byte {}", offset));
+    outcome.bytes_sent += static_cast<uint64_t>(got);
+    Pace(settings.rate_limit_bytes_per_s, outcome.bytes_sent, start);
+  }
+  stream->WritesDone();
+  while (stream->Read(&response)) {
+    if (response.has_stored()) {
+      outcome.location = response.stored().location();
+      grpc::Status finished = stream->Finish();
+      if (!finished.ok()) return connection.Explain(finished, "upload " + name);
+      return outcome;
+    }
+  }
+  grpc::Status finished = stream->Finish();
+  if (finished.ok()) {
+    return absl::UnavailableError(
+        fmt::format("collector {}: upload {}: ended without an acknowledgement",
+                    connection.address(), name));
+  }
+  return connection.Explain(finished, "upload " + name);
+}
+
+}  // namespace loupe::ship

@@ -1,0 +1,182 @@
+#include "tools/collector/collector_service.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "daemon/base/status_util.h"
+#include "daemon/ship/sha256.h"
+
+namespace loupe::collector {
+namespace {
+
+// Staged bytes are made durable (and acknowledged) at least this often, so
+// an interrupted upload resends at most this much.
+constexpr uint64_t kSyncEveryBytes = 4 << 20;
+constexpr size_t kMaxChunkBytes = 1 << 20;
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(MessageOf(status)));
+}
+
+std::string UploadKey(const v1::UploadBegin& begin) {
+  return fmt::format("{}/{}/{}/{}", begin.id().host(), begin.id().boot_id(),
+                     begin.id().session_id(), begin.id().sequence());
+}
+
+v1::UploadResponse Progress(uint64_t offset) {
+  v1::UploadResponse response;
+  response.mutable_progress()->set_offset(offset);
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CollectorService::Authenticate(grpc::ServerContext* context) const {
+  if (!auth_) return std::string("anonymous");
+  const auto& metadata = context->client_metadata();
+  auto found = metadata.find("authorization");
+  if (found == metadata.end()) return auth_->Check(nullptr);
+  const std::string value(found->second.data(), found->second.size());
+  return auth_->Check(&value);
+}
+
+bool CollectorService::Claim(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return uploading_.insert(key).second;
+}
+
+void CollectorService::Release(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uploading_.erase(key);
+}
+
+grpc::Status CollectorService::Upload(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::UploadResponse, v1::UploadRequest>* stream) {
+  absl::StatusOr<std::string> client = Authenticate(context);
+  if (!client.ok()) {
+    log_->warn("upload from {} refused: {}", context->peer(), MessageOf(client.status()));
+    return ToGrpc(client.status());
+  }
+  v1::UploadRequest request;
+  if (!stream->Read(&request)) return grpc::Status(grpc::StatusCode::CANCELLED, "no request");
+  if (!request.has_begin()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "an upload must start with 'begin' (identity, sha256, size)");
+  }
+  const v1::UploadBegin& begin = request.begin();
+  if (absl::Status valid = store_->ValidateBegin(begin); !valid.ok()) {
+    log_->warn("upload from {} ({}) refused: {}", *client, context->peer(), MessageOf(valid));
+    return ToGrpc(valid);
+  }
+  const std::string key = UploadKey(begin);
+  if (std::optional<v1::StoredSegment> stored = store_->Find(begin.id())) {
+    if (stored->sha256() != begin.sha256()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          fmt::format("segment {} is stored already with a different sha256 ({})",
+                                      key, ship::HexOf(stored->sha256())));
+    }
+    v1::UploadResponse response;
+    response.mutable_stored()->set_duplicate(true);
+    response.mutable_stored()->set_location(stored->name());
+    stream->Write(response);
+    return grpc::Status::OK;
+  }
+  if (!Claim(key)) {
+    return grpc::Status(grpc::StatusCode::ABORTED,
+                        fmt::format("segment {} is being uploaded by another stream", key));
+  }
+  struct Unclaim {
+    CollectorService* service;
+    const std::string& key;
+    ~Unclaim() { service->Release(key); }
+  } unclaim{this, key};
+
+  absl::StatusOr<std::unique_ptr<StagedUpload>> staged = store_->Stage(begin);
+  if (!staged.ok()) {
+    log_->error("upload {}: {}", key, MessageOf(staged.status()));
+    return ToGrpc(staged.status());
+  }
+  if ((*staged)->offset() > 0) {
+    log_->info("upload {} from {}: resuming at byte {} of {}", key, *client, (*staged)->offset(),
+               begin.size());
+  }
+  if (!stream->Write(Progress((*staged)->offset()))) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+  }
+  return ReceiveChunks(stream, *std::move(staged), *client);
+}
+
+grpc::Status CollectorService::ReceiveChunks(
+    grpc::ServerReaderWriter<v1::UploadResponse, v1::UploadRequest>* stream,
+    std::unique_ptr<StagedUpload> staged, const std::string& client) {
+  const std::string key = UploadKey(staged->begin());
+  uint64_t synced = staged->offset();
+  v1::UploadRequest request;
+  while (stream->Read(&request)) {
+    if (!request.has_chunk()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "only chunks may follow an upload's begin");
+    }
+    const v1::UploadChunk& chunk = request.chunk();
+    if (chunk.data().size() > kMaxChunkBytes) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          fmt::format("chunk of {} bytes; at most {}", chunk.data().size(),
+                                      kMaxChunkBytes));
+    }
+    if (absl::Status appended = staged->Append(chunk.offset(), chunk.data()); !appended.ok()) {
+      return ToGrpc(appended);
+    }
+    if (chunk.last()) {
+      absl::StatusOr<v1::StoredSegment> stored = store_->Commit(std::move(staged));
+      if (!stored.ok()) return ToGrpc(stored.status());
+      log_->info("stored {} ({} bytes) from {}", stored->name(), stored->size(), client);
+      v1::UploadResponse response;
+      response.mutable_stored()->set_location(stored->name());
+      stream->Write(response);
+      return grpc::Status::OK;
+    }
+    if (staged->offset() - synced >= kSyncEveryBytes) {
+      if (absl::Status durable = staged->Sync(); !durable.ok()) return ToGrpc(durable);
+      synced = staged->offset();
+      stream->Write(Progress(synced));
+    }
+  }
+  // Cut short (client gone, or the server is shutting down): what arrived
+  // stays staged and the next attempt continues after it.
+  return grpc::Status(grpc::StatusCode::CANCELLED,
+                      fmt::format("upload {} stopped at byte {} of {}; staged for a resume", key,
+                                  staged->offset(), staged->begin().size()));
+}
+
+grpc::Status CollectorService::ListSegments(grpc::ServerContext* context,
+                                            const v1::ListSegmentsRequest* request,
+                                            v1::ListSegmentsResponse* response) {
+  absl::StatusOr<std::string> client = Authenticate(context);
+  if (!client.ok()) return ToGrpc(client.status());
+  for (v1::StoredSegment& segment : store_->List(*request)) {
+    *response->add_segments() = std::move(segment);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CollectorService::FetchSegment(grpc::ServerContext* context,
+                                            const v1::FetchSegmentRequest* request,
+                                            grpc::ServerWriter<v1::FetchSegmentChunk>* writer) {
+  absl::StatusOr<std::string> client = Authenticate(context);
+  if (!client.ok()) return ToGrpc(client.status());
+  absl::StatusOr<ScopedFd> fd = store_->OpenStored(request->name());
+  if (!fd.ok()) return ToGrpc(fd.status());
+  std::string buffer(kMaxChunkBytes, '\0');
+  v1::FetchSegmentChunk chunk;
+  for (;;) {
+    const ssize_t got = ::read(fd->get(), buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return ToGrpc(ErrnoStatus("read", request->name()));
+    if (got == 0) return grpc::Status::OK;
+    chunk.set_data(buffer.data(), static_cast<size_t>(got));
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "reader went away");
+  }
+}
+
+}  // namespace loupe::collector
