@@ -80,13 +80,10 @@ absl::StatusOr<v1::SessionStatus> DaemonClient::Detach(const std::string& sessio
   return response->final_status();
 }
 
-absl::StatusOr<std::vector<v1::SessionStatus>> DaemonClient::Status(const std::string& session_id) {
+absl::StatusOr<v1::StatusResponse> DaemonClient::Status(const std::string& session_id) {
   v1::StatusRequest request;
   request.set_session_id(session_id);
-  absl::StatusOr<v1::StatusResponse> response =
-      Call(&v1::Control::Stub::Status, stub_->control.get(), request, std::chrono::seconds(10));
-  if (!response.ok()) return response.status();
-  return std::vector<v1::SessionStatus>(response->sessions().begin(), response->sessions().end());
+  return Call(&v1::Control::Stub::Status, stub_->control.get(), request, std::chrono::seconds(10));
 }
 
 absl::Status DaemonClient::Watch(const std::string& session_id, uint32_t interval_ms,

@@ -24,7 +24,8 @@ class DaemonClient {
 
   absl::StatusOr<v1::AttachResponse> Attach(const v1::AttachRequest& request);
   absl::StatusOr<v1::SessionStatus> Detach(const std::string& session_id);
-  absl::StatusOr<std::vector<v1::SessionStatus>> Status(const std::string& session_id);
+  // The sessions' figures, and the shipper's when louped ships.
+  absl::StatusOr<v1::StatusResponse> Status(const std::string& session_id);
   // Calls `on_update` with the session's figures every `interval_ms` until
   // it ends or `on_update` returns false.
   absl::Status Watch(const std::string& session_id, uint32_t interval_ms,

@@ -104,7 +104,8 @@ void AddExportCommand(CLI::App& app, ExportOptions& options) {
   command->add_option("--format", options.format, "perfetto, pprof, folded or json")
       ->required()
       ->check(CLI::IsMember({"perfetto", "pprof", "folded", "json"}));
-  command->add_option("paths", options.paths, "Segment files or directories")->required();
+  command->add_option("paths", options.paths, "Segment files or directories");
+  AddCollectorOptions(command, options.collector, /*time_flags=*/true);
   command->add_option("-o,--output", options.output, "Output file (- for standard output)")
       ->required();
   command
@@ -115,8 +116,11 @@ void AddExportCommand(CLI::App& app, ExportOptions& options) {
 }
 
 int RunExport(const ExportOptions& options) {
-  absl::StatusOr<std::unique_ptr<format::TraceReader>> trace =
-      format::TraceReader::Open(options.paths);
+  std::unique_ptr<FetchedSegments> fetched;
+  absl::StatusOr<std::vector<std::string>> sources =
+      ResolveSources(options.paths, options.collector, &fetched);
+  if (!sources.ok()) return Fail(sources.status());
+  absl::StatusOr<std::unique_ptr<format::TraceReader>> trace = format::TraceReader::Open(*sources);
   if (!trace.ok()) return Fail(trace.status());
   if ((options.format == "pprof" || options.format == "perfetto") && options.output == "-") {
     return Fail(absl::InvalidArgumentError(

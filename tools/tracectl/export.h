@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "tools/tracectl/collector_source.h"
+
 namespace loupe::tracectl {
 
 struct ExportOptions {
   std::string format;
   std::vector<std::string> paths;
+  CollectorQuery collector;
   std::string output;
   std::string stacks = "cpu";  // folded: "cpu" (samples) or "offcpu" (microseconds blocked)
 };

@@ -252,10 +252,15 @@ void PrintJson(const ReportModel& model, const Verdict& verdict, size_t top) {
 void AddReportCommand(CLI::App& app, ReportOptions& options) {
   CLI::App* command =
       app.add_subcommand("report", "What the traced threads did: time, hot code, waits, spans");
-  command->add_option("paths", options.paths, "Segment files or directories")->required();
+  command->add_option("paths", options.paths, "Segment files or directories");
+  AddCollectorOptions(command, options.collector, /*time_flags=*/false);
   command->add_option("--pid", options.pid, "Only this process");
-  command->add_option("--since", options.since, "From this long after the trace's start (2s)");
-  command->add_option("--until", options.until, "Until this long after the trace's start");
+  command->add_option("--since", options.since,
+                      "From this long after the trace's start (2s); with --collector, segments "
+                      "started since (15m ago, or 2026-12-02T10:00:00Z)");
+  command->add_option("--until", options.until,
+                      "Until this long after the trace's start; with --collector, segments "
+                      "started before");
   command->add_option("--operation", options.operation, "Only what was done for this operation id");
   command->add_option("--top", options.top, "Rows per table")->capture_default_str();
   command->add_flag("--json", options.json, "One JSON object, for scripts");
@@ -263,15 +268,24 @@ void AddReportCommand(CLI::App& app, ReportOptions& options) {
 
 int RunReport(const ReportOptions& options) {
   ReportFilter filter{.pid = options.pid, .operation = options.operation};
+  // With --collector the window picks segments by wall clock instead.
+  CollectorQuery query = options.collector;
+  const bool from_collector = !query.address.empty();
+  if (from_collector) {
+    query.since = options.since;
+    query.until = options.until;
+  }
   for (auto [text, flag, out] : {std::tuple{&options.since, "--since", &filter.since_ns},
                                  std::tuple{&options.until, "--until", &filter.until_ns}}) {
-    if (text->empty()) continue;
+    if (text->empty() || from_collector) continue;
     absl::StatusOr<uint64_t> ns = ParseDuration(*text, flag, /*zero_ok=*/true);
     if (!ns.ok()) return Fail(ns.status());
     *out = *ns;
   }
-  absl::StatusOr<std::unique_ptr<format::TraceReader>> trace =
-      format::TraceReader::Open(options.paths);
+  std::unique_ptr<FetchedSegments> fetched;
+  absl::StatusOr<std::vector<std::string>> sources = ResolveSources(options.paths, query, &fetched);
+  if (!sources.ok()) return Fail(sources.status());
+  absl::StatusOr<std::unique_ptr<format::TraceReader>> trace = format::TraceReader::Open(*sources);
   if (!trace.ok()) return Fail(trace.status());
   ReportModel model(filter);
   format::Record record;

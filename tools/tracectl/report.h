@@ -7,10 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "tools/tracectl/collector_source.h"
+
 namespace loupe::tracectl {
 
 struct ReportOptions {
   std::vector<std::string> paths;
+  CollectorQuery collector;
   std::optional<uint32_t> pid;
   std::string since, until;  // from the start of the trace: "2s", "500ms"
   std::optional<uint64_t> operation;

@@ -28,6 +28,40 @@ void Print(const v1::SessionStatus& status, bool json) {
   for (const std::string& warning : status.warnings()) fmt::print("    warning: {}\n", warning);
 }
 
+std::string Ago(uint64_t unix_ms) {
+  if (unix_ms == 0) return "never";
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  return fmt::format("{:.1f} s ago", static_cast<double>(now - static_cast<int64_t>(unix_ms)) / 1e3);
+}
+
+void PrintShipping(const v1::ShippingStatus& shipping, bool json) {
+  if (json) {
+    std::string text;
+    (void)google::protobuf::util::MessageToJsonString(shipping, &text);
+    fmt::print("{{\"shipping\": {}}}\n", text);
+    return;
+  }
+  fmt::print("shipping to {}: {} segment(s) queued ({:.1f} MB), {} shipped ({:.1f} MB), "
+             "last success {}\n",
+             shipping.collector(), shipping.queued_segments(),
+             static_cast<double>(shipping.queued_bytes()) / 1e6, shipping.shipped_segments(),
+             static_cast<double>(shipping.shipped_bytes()) / 1e6,
+             Ago(shipping.last_success_unix_ms()));
+  if (!shipping.last_error().empty()) {
+    fmt::print("    last error ({}): {}\n", Ago(shipping.last_error_unix_ms()),
+               shipping.last_error());
+  }
+  if (shipping.rejected_segments() > 0) {
+    fmt::print("    {} segment(s) refused by the collector, kept as .rejected\n",
+               shipping.rejected_segments());
+  }
+  if (shipping.resumed_uploads() > 0) {
+    fmt::print("    {} upload(s) resumed after an interruption\n", shipping.resumed_uploads());
+  }
+}
+
 }  // namespace
 
 void AddSessionCommands(CLI::App& app, SessionsOptions& options) {
@@ -55,11 +89,14 @@ int RunSessionCommand(const CLI::App& app, const SessionsOptions& options) {
     Print(*final_status, options.json);
     return final_status->losses().empty() ? kExitOk : kExitIncomplete;
   }
-  absl::StatusOr<std::vector<v1::SessionStatus>> sessions =
-      daemon->Status(app.got_subcommand("status") ? options.session_id : "");
-  if (!sessions.ok()) return Fail(sessions.status());
-  for (const v1::SessionStatus& status : *sessions) Print(status, options.json);
-  if (sessions->empty() && !options.json) fmt::print("no sessions\n");
+  const bool all = !app.got_subcommand("status") || options.session_id.empty();
+  absl::StatusOr<v1::StatusResponse> response = daemon->Status(all ? "" : options.session_id);
+  if (!response.ok()) return Fail(response.status());
+  for (const v1::SessionStatus& status : response->sessions()) Print(status, options.json);
+  if (response->sessions().empty() && !options.json) fmt::print("no sessions\n");
+  if (app.got_subcommand("status") && all && response->has_shipping()) {
+    PrintShipping(response->shipping(), options.json);
+  }
   return kExitOk;
 }
 

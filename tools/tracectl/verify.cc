@@ -173,12 +173,17 @@ void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
 
 void AddVerifyCommand(CLI::App& app, VerifyOptions& options) {
   CLI::App* verify = app.add_subcommand("verify", "State whether a trace is complete and why not");
-  verify->add_option("paths", options.paths, "Segment files or directories of them")->required();
+  verify->add_option("paths", options.paths, "Segment files or directories of them");
+  AddCollectorOptions(verify, options.collector, /*time_flags=*/true);
   verify->add_flag("--json", options.json, "Machine-readable output");
 }
 
 int RunVerify(const VerifyOptions& options) {
-  absl::StatusOr<std::vector<std::string>> files = format::ExpandSegmentPaths(options.paths);
+  std::unique_ptr<FetchedSegments> fetched;
+  absl::StatusOr<std::vector<std::string>> sources =
+      ResolveSources(options.paths, options.collector, &fetched);
+  if (!sources.ok()) return Fail(sources.status());
+  absl::StatusOr<std::vector<std::string>> files = format::ExpandSegmentPaths(*sources);
   if (!files.ok()) return Fail(files.status());
   std::vector<SegmentReport> segments;
   bool complete = true;

@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "tools/tracectl/collector_source.h"
+
 namespace loupe::tracectl {
 
 struct VerifyOptions {
   std::vector<std::string> paths;
+  CollectorQuery collector;
   bool json = false;
 };
 
