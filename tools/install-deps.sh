@@ -12,7 +12,7 @@ packages=(
   # libraries
   libelf-dev libdw-dev zlib1g-dev libzstd-dev zstd
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev
+  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev libssl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev systemtap-sdt-dev
   bpftrace linux-perf golang-go openssl procps util-linux time bc

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "daemon/base/scoped_fd.h"
@@ -90,7 +91,13 @@ absl::StatusOr<UploadOutcome> UploadSegment(CollectorConnection& connection,
   if (offset > outcome.size) return fail("the collector claims more bytes than the file has");
   outcome.resumed_from = offset;
 
-  std::string buffer(settings.chunk_bytes, '\0');
+  // Rate-limited, send about a tenth of a second's worth at a time, so the
+  // bytes flow evenly instead of in bursts of a whole chunk.
+  const uint64_t rate = settings.rate_limit_bytes_per_s;
+  const size_t chunk_bytes =
+      rate == 0 ? settings.chunk_bytes
+                : static_cast<size_t>(std::clamp<uint64_t>(rate / 10, 4096, settings.chunk_bytes));
+  std::string buffer(chunk_bytes, '\0');
   const auto start = std::chrono::steady_clock::now();
   while (offset < outcome.size) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), outcome.size - offset));
@@ -109,7 +116,7 @@ absl::StatusOr<UploadOutcome> UploadSegment(CollectorConnection& connection,
     chunk->set_last(offset == outcome.size);
     if (!stream->Write(request)) return fail(fmt::format("the stream broke at byte {}", offset));
     outcome.bytes_sent += static_cast<uint64_t>(got);
-    Pace(settings.rate_limit_bytes_per_s, outcome.bytes_sent, start);
+    Pace(rate, outcome.bytes_sent, start);
   }
   stream->WritesDone();
   while (stream->Read(&response)) {
