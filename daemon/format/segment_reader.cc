@@ -23,7 +23,6 @@ void AddToTally(const Record& record, SegmentTally* tally) {
 
 namespace {
 
-constexpr size_t kReadChunk = 1 << 20;
 
 // A Frame message holds exactly one length-delimited body field.
 bool SplitFrame(std::string_view payload, uint32_t* field, std::string_view* body) {
@@ -36,13 +35,14 @@ bool SplitFrame(std::string_view payload, uint32_t* field, std::string_view* bod
 
 }  // namespace
 
-SegmentReader::SegmentReader(std::string path, ScopedFd fd)
-    : path_(std::move(path)), fd_(std::move(fd)) {}
+SegmentReader::SegmentReader(std::string path, ScopedFd fd, size_t read_chunk)
+    : path_(std::move(path)), fd_(std::move(fd)), read_chunk_(read_chunk) {}
 
-absl::StatusOr<std::unique_ptr<SegmentReader>> SegmentReader::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<SegmentReader>> SegmentReader::Open(const std::string& path,
+                                                                   size_t read_chunk) {
   ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("open", path);
-  std::unique_ptr<SegmentReader> reader(new SegmentReader(path, std::move(fd)));
+  std::unique_ptr<SegmentReader> reader(new SegmentReader(path, std::move(fd), read_chunk));
 
   if (!reader->Fill(kSignatureSize)) {
     return absl::InvalidArgumentError(
@@ -79,7 +79,7 @@ bool SegmentReader::Fill(size_t wanted) {
       buffer_pos_ = 0;
     }
     const size_t have = buffer_.size();
-    const size_t chunk = std::max(kReadChunk, wanted - have);
+    const size_t chunk = std::max(read_chunk_, wanted - have);
     buffer_.resize(have + chunk);
     ssize_t n;
     do {

@@ -24,7 +24,10 @@ class SegmentReader {
  public:
   // Fails when the file cannot be opened or does not begin with a readable
   // signature and header: then there is nothing to read from it.
-  static absl::StatusOr<std::unique_ptr<SegmentReader>> Open(const std::string& path);
+  // `read_chunk`: bytes read from the file at a time; small when only the
+  // header is wanted (the shipper reads nothing else).
+  static absl::StatusOr<std::unique_ptr<SegmentReader>> Open(const std::string& path,
+                                                             size_t read_chunk = 1 << 20);
 
   const std::string& path() const { return path_; }
   const v1::SegmentHeader& header() const { return header_; }
@@ -47,7 +50,7 @@ class SegmentReader {
   uint64_t unknown_records_skipped() const { return decoder_.skipped_unknown(); }
 
  private:
-  explicit SegmentReader(std::string path, ScopedFd fd);
+  SegmentReader(std::string path, ScopedFd fd, size_t read_chunk);
 
   enum class Step { kFrame, kEnd, kBroken };
   // Reads the next whole frame's payload into frame_payload_.
@@ -58,6 +61,7 @@ class SegmentReader {
 
   std::string path_;
   ScopedFd fd_;
+  size_t read_chunk_;
   bool eof_ = false;
   std::string buffer_;  // file bytes not yet consumed start at buffer_pos_
   size_t buffer_pos_ = 0;

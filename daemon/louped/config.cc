@@ -20,7 +20,7 @@ struct Binding {
 
 const Binding kBindings[] = {
     {"socket", "control socket path", &DaemonConfig::socket},
-    {"socket_group", "group allowed to use the socket (besides root)", &DaemonConfig::socket_group},
+    {"socket_group", "group allowed to use the socket (empty: root only)", &DaemonConfig::socket_group},
     {"output_dir", "where sessions write segments unless told otherwise",
      &DaemonConfig::output_dir},
     {"log_level", "trace, debug, info, warn, error", &DaemonConfig::log_level},
@@ -41,7 +41,7 @@ const Binding kBindings[] = {
      &DaemonConfig::debuginfod_urls},
     {"collector", "loupe-collector host:port to ship sealed segments to (empty: keep them local)",
      &DaemonConfig::collector},
-    {"collector_token_file", "file holding this daemon's bearer token for the collector",
+    {"collector_token_file", "file holding this daemon's bearer token for the collector (empty: none)",
      &DaemonConfig::collector_token_file},
     {"collector_ca_file", "PEM roots to check the collector's TLS certificate (empty: plaintext)",
      &DaemonConfig::collector_ca_file},

@@ -18,7 +18,7 @@ namespace {
 
 absl::StatusOr<v1::UploadBegin> Describe(const std::string& path, int fd) {
   absl::StatusOr<std::unique_ptr<format::SegmentReader>> reader =
-      format::SegmentReader::Open(path);
+      format::SegmentReader::Open(path, /*read_chunk=*/16 << 10);
   if (!reader.ok()) return reader.status();
   const v1::SegmentHeader& header = (*reader)->header();
   v1::UploadBegin begin;

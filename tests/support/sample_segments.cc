@@ -12,7 +12,7 @@ std::vector<std::string> WriteSampleSegments(const SampleSegments& sample) {
   options.max_file_size = sample.max_file_size;
   options.max_total_size = sample.max_total_size;
   options.rotation_period_ns = 0;
-  options.block_bytes = 64 << 10;
+  options.block_bytes = sample.block_bytes;
   v1::SegmentHeader header;
   header.set_host(sample.host);
   header.set_boot_id("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");

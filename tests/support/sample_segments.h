@@ -16,6 +16,7 @@ struct SampleSegments {
   uint64_t events = 200'000;
   uint64_t max_file_size = 256 << 10;  // how big each segment gets
   uint64_t max_total_size = 1ull << 30;
+  size_t block_bytes = 64 << 10;
   uint64_t seed = 1;
 };
 
