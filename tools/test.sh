@@ -17,5 +17,5 @@ if [ ! -f build-asan/CMakeCache.txt ]; then
 fi
 cmake --build build-asan -j2 --target format_tests probes_unit_tests segment_reader_fuzz \
   block_decoder_fuzz usdt_notes_fuzz symbols_text_fuzz symbols_unit_tests fuzz_make_seeds \
-  usdt_note_seeds symbols_text_seeds
+  usdt_note_seeds symbols_text_seeds ship_unit_tests
 (cd build-asan && ctest -j2 --output-on-failure --timeout 600 -L 'unit|fuzz' -E '_replay$')
