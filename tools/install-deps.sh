@@ -15,7 +15,7 @@ packages=(
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev libssl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev systemtap-sdt-dev
-  bpftrace linux-perf golang-go openssl procps util-linux time bc
+  bpftrace linux-perf golang-go openssl procps util-linux time bc systemd yamllint python3-yaml
 )
 
 missing=()

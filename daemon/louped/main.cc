@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdarg>
@@ -17,6 +18,7 @@
 #include "daemon/control/peer_listener.h"
 #include "daemon/control/session_manager.h"
 #include "daemon/louped/config.h"
+#include "daemon/louped/startup_checks.h"
 #include "daemon/ship/shipper.h"
 #include "daemon/symbols/debuginfod.h"
 
@@ -69,6 +71,16 @@ int Run(const DaemonConfig& config) {
   libbpf_log = log.get();
   libbpf_set_print(ForwardLibbpf);
 
+  bool fatal = false;
+  for (const loupe::louped::Finding& finding : loupe::louped::RunStartupChecks()) {
+    log->log(finding.fatal ? spdlog::level::err : spdlog::level::warn, "{}", finding.line);
+    fatal = fatal || finding.fatal;
+  }
+  if (fatal) {
+    log->error("louped: cannot trace with what is missing above; not starting");
+    return 1;
+  }
+
   std::optional<gid_t> group;
   if (!config.socket_group.empty()) {
     const struct group* entry = getgrnam(config.socket_group.c_str());
@@ -107,6 +119,9 @@ int Run(const DaemonConfig& config) {
   (*listener)->Serve(server.get());
   log->info("louped: listening on {}, traces in {}{}", config.socket, config.output_dir,
             shipper ? fmt::format(", shipped to {}", config.collector) : std::string());
+  // Type=notify: systemd starts what depends on louped only now that the
+  // socket answers. Outside systemd (no NOTIFY_SOCKET) this does nothing.
+  sd_notifyf(0, "READY=1\nSTATUS=listening on %s", config.socket.c_str());
 
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -115,6 +130,7 @@ int Run(const DaemonConfig& config) {
   int signal = 0;
   sigwait(&stop_signals, &signal);
   log->info("louped: {} received, sealing every session", strsignal(signal));
+  sd_notify(0, "STOPPING=1\nSTATUS=sealing sessions and shipping what is left");
 
   (*listener)->Stop();
   sessions.StopAll();
