@@ -1,3 +1,4 @@
+#include "daemon/base/proc_root.h"
 #include "daemon/bpf/sources.h"
 
 #include <fmt/format.h>
@@ -176,15 +177,18 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   }
   sources->features_["follow_children"] = options.follow_children ? "in BPF on fork" : "off";
   if (!plan.attachments.empty()) {
+    // perf_event_open takes pids as louped's namespace numbers them; when
+    // targets are known only by global pid, attach everywhere and filter.
+    const bool system_wide = options.follow_children || !PidsAreLocal();
     absl::StatusOr<std::unique_ptr<ProbeLinks>> links =
-        ProbeLinks::Attach(plan, options.follow_children,
+        ProbeLinks::Attach(plan, system_wide,
                            SessionMapsOf(sources->objects_->sched->get()), &sources->warnings_);
     if (!links.ok()) return links.status();
     sources->probes_ = *std::move(links);
     sources->features_["uprobes"] =
         fmt::format("{} of {} sites attached{}", sources->probes_->attached(),
                     plan.attachments.size(),
-                    options.follow_children ? " in every process, targets filtered in BPF" : "");
+                    system_wide ? " in every process, targets filtered in BPF" : "");
   }
   return sources;
 }

@@ -39,6 +39,10 @@ const Binding kBindings[] = {
      &DaemonConfig::drain_interval_ms, 1, 1000},
     {"debuginfod_urls", "debuginfod servers for missing debug files (empty: none)",
      &DaemonConfig::debuginfod_urls},
+    {"proc_root",
+     "the host's procfs, where processes are found by global pid (a louped in its own PID "
+     "namespace, e.g. a pod's sidecar, gets the host's /proc mounted e.g. at /host/proc)",
+     &DaemonConfig::proc_root},
     {"collector", "loupe-collector host:port to ship sealed segments to (empty: keep them local)",
      &DaemonConfig::collector},
     {"collector_token_file", "file holding this daemon's bearer token for the collector (empty: none)",

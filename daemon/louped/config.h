@@ -27,6 +27,7 @@ struct DaemonConfig {
   uint64_t reorder_window_ms = 50;
   uint64_t drain_interval_ms = 10;
   std::string debuginfod_urls;  // empty: no debuginfod server is asked
+  std::string proc_root = "/proc";  // the host's procfs when louped has a PID namespace of its own
   // Shipping (docs/operations.md); no collector: segments stay local.
   std::string collector;
   std::string collector_token_file;

@@ -184,5 +184,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "louped: {}\n", loupe::MessageOf(config.status()));
     return 2;
   }
+  // Read once by everything that opens /proc (daemon/base/proc_root.h);
+  // set before any thread starts.
+  setenv("LOUPE_PROC_ROOT", config->proc_root.c_str(), 1);
   return Run(*config);
 }

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/base/proc_root.h"
+
 namespace loupe::louped {
 namespace {
 
@@ -63,6 +65,14 @@ bool UprobesAllowed() {
   return errno != EACCES && errno != EPERM;
 }
 
+// From inside, a PID namespace cannot see its parent; but only the
+// initial namespace holds kthreadd, always its pid 2.
+bool InNestedPidNamespace() {
+  std::ifstream status("/proc/2/status");
+  std::string key, name;
+  return !(status >> key >> name) || name != "kthreadd";
+}
+
 uint64_t EffectiveCapabilities() {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};
@@ -96,7 +106,17 @@ std::vector<Finding> RunStartupChecks() {
                                            "sampling work)")});
   }
 
+  if (InNestedPidNamespace() && PidsAreLocal()) {
+    findings.push_back({true,
+                        "louped runs in a PID namespace of its own but proc_root is /proc, which "
+                        "shows only that namespace: BPF reports host pids, so targets could not be "
+                        "found (mount the host's /proc, e.g. at /host/proc, and set proc_root, or "
+                        "run in the host's PID namespace)"});
+  }
   std::error_code error;
+  if (!PidsAreLocal() && !std::filesystem::exists(ProcPath(1, "/status"), error)) {
+    findings.push_back({true, fmt::format("proc_root {} holds no procfs", ProcRoot())});
+  }
   if (!std::filesystem::exists("/sys/kernel/btf/vmlinux", error)) {
     findings.push_back({true,
                         "no kernel BTF at /sys/kernel/btf/vmlinux: the CO-RE BPF programs cannot "

@@ -1,3 +1,4 @@
+#include "daemon/base/proc_root.h"
 #include "daemon/probes/probe_plan.h"
 
 #include <fmt/format.h>
@@ -91,7 +92,7 @@ class Planner {
   };
 
   const ElfFile* Open(uint32_t pid, const std::string& object) {
-    const std::string path = fmt::format("/proc/{}/root{}", pid, object);
+    const std::string path = ProcPath(pid, "/root" + object);
     auto it = files_.find(path);
     if (it != files_.end()) return it->second.get();
     absl::StatusOr<std::unique_ptr<ElfFile>> file = ElfFile::Open(path);
@@ -315,10 +316,10 @@ class Planner {
 std::vector<std::string> MappedObjects(uint32_t pid) {
   std::vector<std::string> objects;
   char exe[4096];
-  const ssize_t n = readlink(fmt::format("/proc/{}/exe", pid).c_str(), exe, sizeof exe - 1);
+  const ssize_t n = readlink(ProcPath(pid, "/exe").c_str(), exe, sizeof exe - 1);
   if (n <= 0) return objects;
   objects.emplace_back(exe, static_cast<size_t>(n));
-  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  std::ifstream maps(ProcPath(pid, "/maps"));
   std::set<std::string> seen{objects.front()};
   std::string line;
   while (std::getline(maps, line)) {

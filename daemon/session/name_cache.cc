@@ -1,13 +1,25 @@
 #include "daemon/session/name_cache.h"
 
+#include <fcntl.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cstring>
+
+#include "daemon/base/proc_root.h"
+#include "daemon/base/scoped_fd.h"
 
 namespace loupe::session {
 
 std::optional<std::string> NameCache::ReadString(uint32_t tgid, uint64_t address, size_t max) {
   if (address == 0) return std::nullopt;
+  // process_vm_readv takes the pid as our namespace numbers it; when
+  // louped knows targets only by global pid, read their memory file.
+  ScopedFd memory;
+  if (!PidsAreLocal()) {
+    memory.Reset(::open(ProcPath(tgid, "/mem").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!memory.valid()) return std::nullopt;
+  }
   std::string text(max, '\0');
   // Page by page: a short string near the end of a mapping must not fail
   // because the bytes after it are unmapped.
@@ -18,7 +30,10 @@ std::optional<std::string> NameCache::ReadString(uint32_t tgid, uint64_t address
     const size_t want = std::min(max - got, to_page_end);
     iovec local{text.data() + got, want};
     iovec remote{reinterpret_cast<void*>(at), want};
-    const ssize_t n = process_vm_readv(static_cast<pid_t>(tgid), &local, 1, &remote, 1, 0);
+    const ssize_t n =
+        memory.valid()
+            ? ::pread(memory.get(), local.iov_base, want, static_cast<off_t>(at))
+            : process_vm_readv(static_cast<pid_t>(tgid), &local, 1, &remote, 1, 0);
     if (n <= 0) break;
     if (std::memchr(text.data() + got, '\0', static_cast<size_t>(n)) != nullptr) {
       got += static_cast<size_t>(n);

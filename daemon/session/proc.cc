@@ -1,5 +1,7 @@
+#include "daemon/base/proc_root.h"
 #include "daemon/session/proc.h"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/nsfs.h>
@@ -75,15 +77,15 @@ uint64_t NamespaceInode(const std::string& path) {
 
 absl::StatusOr<uint64_t> ReadStartTime(uint32_t pid) {
   std::string stat;
-  if (!ReadText(fmt::format("/proc/{}/stat", pid), &stat)) return NoProcess(pid);
+  if (!ReadText(ProcPath(pid, "/stat"), &stat)) return NoProcess(pid);
   const std::vector<std::string> fields = StatFields(stat);
-  if (fields.size() < 20) return absl::DataLossError(fmt::format("/proc/{}/stat: unreadable", pid));
+  if (fields.size() < 20) return absl::DataLossError(fmt::format("{}: unreadable", ProcPath(pid, "/stat")));
   return ToNumber(fields[19]);  // field 22
 }
 
 absl::StatusOr<ThreadIdentity> ReadThread(uint32_t pid, uint32_t tid) {
   ThreadIdentity thread{.tid = tid, .ns_tid = tid};
-  const std::string dir = fmt::format("/proc/{}/task/{}", pid, tid);
+  const std::string dir = ProcPath(pid, fmt::format("/task/{}", tid));
   std::string status;
   if (!ReadText(dir + "/status", &status)) {
     return absl::NotFoundError(fmt::format("no thread {} in process {}", tid, pid));
@@ -97,7 +99,7 @@ absl::StatusOr<ThreadIdentity> ReadThread(uint32_t pid, uint32_t tid) {
 
 absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid) {
   ProcessIdentity process{.pid = pid, .ns_pid = pid};
-  const std::string dir = fmt::format("/proc/{}", pid);
+  const std::string dir = ProcPath(pid);
   std::string stat, status;
   if (!ReadText(dir + "/stat", &stat) || !ReadText(dir + "/status", &status)) {
     return NoProcess(pid);
@@ -127,33 +129,32 @@ absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid) {
 }
 
 absl::StatusOr<uint32_t> GlobalPid(uint32_t caller_pid, uint32_t pid) {
-  const std::string caller_ns_path = fmt::format("/proc/{}/ns/pid", caller_pid);
-  const uint64_t caller_ns = NamespaceInode(caller_ns_path);
+  // The caller is louped's peer: its pid and namespace are read in louped's
+  // own /proc.
+  const uint64_t caller_ns = NamespaceInode(fmt::format("/proc/{}/ns/pid", caller_pid));
   if (caller_ns == 0) return absl::NotFoundError(fmt::format("caller {} is gone", caller_pid));
-  if (caller_ns == NamespaceInode("/proc/self/ns/pid")) return pid;
+  if (PidsAreLocal() && caller_ns == NamespaceInode("/proc/self/ns/pid")) return pid;
 
-  std::string status;
-  if (!ReadText(fmt::format("/proc/{}/status", caller_pid), &status)) {
-    return absl::NotFoundError(fmt::format("caller {} is gone", caller_pid));
-  }
-  const size_t depth = StatusValues(status, "NSpid").size();  // caller's ns level + 1
+  // A process whose pid namespace is the caller's, or nested in it, and
+  // whose pid at the caller's level is `pid`: walk each candidate's
+  // namespace ancestry up to the caller's.
   std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator("/proc", error)) {
+  for (const fs::directory_entry& entry : fs::directory_iterator(ProcRoot(), error)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string candidate;
-    if (!ReadText(entry.path().string() + "/status", &candidate)) continue;
-    const std::vector<uint64_t> ids = StatusValues(candidate, "NSpid");
-    if (depth == 0 || ids.size() < depth || ids[depth - 1] != pid) continue;
-    // Same depth and number: it must be the caller's namespace, or one
-    // nested in it, not a sibling's.
+    std::string status;
+    if (!ReadText(entry.path().string() + "/status", &status)) continue;
+    const std::vector<uint64_t> ids = StatusValues(status, "NSpid");
+    if (std::find(ids.begin(), ids.end(), pid) == ids.end()) continue;
     ScopedFd ns(::open((entry.path().string() + "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC));
-    for (size_t level = ids.size(); ns.valid() && level > depth; --level) {
+    for (size_t level = ids.size(); ns.valid() && level > 0; --level) {
+      struct stat st;
+      if (fstat(ns.get(), &st) != 0) break;
+      if (st.st_ino == caller_ns) {
+        if (ids[level - 1] == pid) return static_cast<uint32_t>(ToNumber(name));
+        break;
+      }
       ns.Reset(::ioctl(ns.get(), NS_GET_PARENT));
-    }
-    struct stat st;
-    if (ns.valid() && fstat(ns.get(), &st) == 0 && st.st_ino == caller_ns) {
-      return static_cast<uint32_t>(ToNumber(name));
     }
   }
   return absl::NotFoundError(

@@ -1,3 +1,4 @@
+#include "daemon/base/proc_root.h"
 #include "daemon/symbols/object_file.h"
 
 #include <fcntl.h>
@@ -56,10 +57,10 @@ std::string HexOf(const std::string& bytes) {
 absl::StatusOr<ObjectFile> OpenObject(uint32_t pid, const Mapping& mapping) {
   ObjectFile object;
   object.path = mapping.path;
-  const std::string root = fmt::format("/proc/{}/root", pid);
+  const std::string root = ProcPath(pid, "/root");
   const std::string through_root = root + mapping.path;
   const std::string through_map =
-      fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, mapping.start, mapping.end);
+      ProcPath(pid, fmt::format("/map_files/{:x}-{:x}", mapping.start, mapping.end));
   // map_files names the very inode mapped; the path may name another by now.
   object.fd.Reset(::open(through_map.c_str(), O_RDONLY | O_CLOEXEC));
   if (!object.fd.valid()) object.fd.Reset(::open(through_root.c_str(), O_RDONLY | O_CLOEXEC));

@@ -1,3 +1,4 @@
+#include "daemon/base/proc_root.h"
 #include "daemon/symbols/perf_map.h"
 
 #include <fmt/format.h>
@@ -39,7 +40,7 @@ PerfMap::PerfMap(std::string_view text) {
 }
 
 PerfMap PerfMap::Load(uint32_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/root/tmp/perf-{}.map", pid, pid));
+  std::ifstream in(ProcPath(pid, fmt::format("/root/tmp/perf-{}.map", pid)));
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   return PerfMap(text);
 }

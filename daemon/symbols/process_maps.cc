@@ -1,3 +1,4 @@
+#include "daemon/base/proc_root.h"
 #include "daemon/symbols/process_maps.h"
 
 #include <fmt/format.h>
@@ -71,7 +72,7 @@ std::vector<Mapping> ParseProcMaps(std::string_view text) {
 }
 
 absl::StatusOr<std::vector<Mapping>> ReadProcMaps(uint32_t pid) {
-  const std::string path = fmt::format("/proc/{}/maps", pid);
+  const std::string path = ProcPath(pid, "/maps");
   std::ifstream in(path);
   if (!in) return ErrnoStatus("open", path);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
