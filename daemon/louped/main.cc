@@ -160,6 +160,9 @@ int main(int argc, char** argv) {
   CLI::Option* config_option =
       app.add_option("--config", config_file, "TOML config file (env LOUPE_CONFIG)")
           ->capture_default_str();
+  bool check_only = false;
+  app.add_flag("--check-config", check_only,
+               "Load the configuration (file, environment, flags), report, and exit");
   // Every config key is also a flag; map nodes stay put, so CLI11 can bind them.
   std::map<std::string, std::string> values;
   std::map<std::string, CLI::Option*> given;
@@ -183,6 +186,10 @@ int main(int argc, char** argv) {
   if (!config.ok()) {
     fmt::print(stderr, "louped: {}\n", loupe::MessageOf(config.status()));
     return 2;
+  }
+  if (check_only) {
+    fmt::print("louped: configuration is valid\n");
+    return 0;
   }
   // Read once by everything that opens /proc (daemon/base/proc_root.h);
   // set before any thread starts.
