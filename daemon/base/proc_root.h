@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,18 @@ inline const std::string& ProcRoot() {
 // True when global pids are also this process's pids (perf_event_open and
 // friends take pids as the caller's namespace numbers them).
 inline bool PidsAreLocal() { return ProcRoot() == "/proc"; }
+
+// From inside, a PID namespace cannot see its parent; but only the initial
+// namespace holds kthreadd, always its pid 2.
+inline bool InNestedPidNamespace() {
+  std::ifstream status("/proc/2/status");
+  std::string key, name;
+  return !(status >> key >> name) || name != "kthreadd";
+}
+
+// Global pids cannot be found: this process has a PID namespace of its own
+// and no proc_root showing the host's.
+inline bool HostPidsUnreachable() { return PidsAreLocal() && InNestedPidNamespace(); }
 
 // ProcPath(1234, "/maps") -> "/proc/1234/maps" (or under proc_root).
 inline std::string ProcPath(uint32_t pid, std::string_view rest = {}) {

@@ -65,14 +65,6 @@ bool UprobesAllowed() {
   return errno != EACCES && errno != EPERM;
 }
 
-// From inside, a PID namespace cannot see its parent; but only the
-// initial namespace holds kthreadd, always its pid 2.
-bool InNestedPidNamespace() {
-  std::ifstream status("/proc/2/status");
-  std::string key, name;
-  return !(status >> key >> name) || name != "kthreadd";
-}
-
 uint64_t EffectiveCapabilities() {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};
@@ -106,7 +98,7 @@ std::vector<Finding> RunStartupChecks() {
                                            "sampling work)")});
   }
 
-  if (InNestedPidNamespace() && PidsAreLocal()) {
+  if (HostPidsUnreachable()) {
     findings.push_back({true,
                         "louped runs in a PID namespace of its own but proc_root is /proc, which "
                         "shows only that namespace: BPF reports host pids, so targets could not be "

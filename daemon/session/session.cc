@@ -1,3 +1,4 @@
+#include "daemon/base/proc_root.h"
 #include "daemon/session/session.h"
 
 #include <fmt/format.h>
@@ -159,6 +160,12 @@ void Session::WritePreamble(format::SegmentWriter& writer) {
 absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                                                         std::shared_ptr<spdlog::logger> log) {
   if (absl::Status status = ValidateSessionOptions(options); !status.ok()) return status;
+  if (HostPidsUnreachable()) {
+    return absl::FailedPreconditionError(
+        "this process runs in a PID namespace of its own, whose /proc does not show the host "
+        "pids BPF reports: give it the host's /proc (LOUPE_PROC_ROOT=/host/proc, or louped's "
+        "proc_root) or run it in the host's PID namespace");
+  }
   std::unique_ptr<Session> session(new Session(std::move(options), std::move(log)));
   if (absl::Status status = session->ResolveTargets(); !status.ok()) return status;
 

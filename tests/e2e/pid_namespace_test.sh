@@ -5,7 +5,7 @@
 # namespace sees, and the host's procfs is given as proc_root. The trace
 # must name the target by both its host pid and its namespace pid, and hold
 # its events (the shim's spans come only from it). Without proc_root louped
-# refuses to start and says why.
+# refuses to start, and tracectl's embedded engine to attach, saying why.
 set -euo pipefail
 louped=$1 tracectl=$2 app=$3
 fail() { echo "FAIL: $*"; exit 1; }
@@ -37,6 +37,9 @@ timeout 60 unshare --pid --fork --mount-proc bash -c '
   set +e
   "$louped" --socket "$work/bare.sock" --output-dir "$work/bare" > "$work/bare.log" 2>&1
   echo $? > "$work/bare.code"
+  "$tracectl" --socket "$work/none.sock" attach "$ns_pid" --duration 1s -o "$work/embedded" \
+    > "$work/embedded.log" 2>&1
+  echo $? > "$work/embedded.code"
   set -e
   "$louped" --socket "$work/louped.sock" --output-dir "$work/traces" \
     --proc-root "$work/hostproc" > "$work/louped.log" 2>&1 &
@@ -50,6 +53,9 @@ timeout 60 unshare --pid --fork --mount-proc bash -c '
 [ "$(cat "$work/bare.code")" != 0 ] || fail "louped in a PID namespace started without proc_root"
 grep -q "runs in a PID namespace of its own but proc_root is /proc" "$work/bare.log" \
   || fail "$(cat "$work/bare.log")"
+[ "$(cat "$work/embedded.code")" = 2 ] \
+  && grep -q "runs in a PID namespace of its own" "$work/embedded.log" \
+  || fail "embedded tracectl in a PID namespace: $(cat "$work/embedded.log")"
 [ "$(cat "$work/attach.code")" = 0 ] || fail "attach by namespace pid: $(cat "$work/attach.out")"
 ns_pid=$(cat "$work/ns_pid") host_pid=$(cat "$work/host_pid")
 [ -n "$host_pid" ] && [ "$host_pid" != "$ns_pid" ] || fail "host pid '$host_pid', namespace pid $ns_pid"
