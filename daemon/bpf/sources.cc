@@ -1,4 +1,3 @@
-#include "daemon/base/proc_root.h"
 #include "daemon/bpf/sources.h"
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include <cstring>
 #include <optional>
 
+#include "daemon/base/proc_root.h"
 #include "daemon/bpf/probe_links.h"
 #include "daemon/bpf/skeleton.h"
 #include "profile.skel.h"

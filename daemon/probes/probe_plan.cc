@@ -1,4 +1,3 @@
-#include "daemon/base/proc_root.h"
 #include "daemon/probes/probe_plan.h"
 
 #include <fmt/format.h>
@@ -12,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
 #include "daemon/probes/elf_file.h"
 

@@ -1,7 +1,5 @@
-#include "daemon/base/proc_root.h"
 #include "daemon/session/proc.h"
 
-#include <algorithm>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/nsfs.h>
@@ -9,11 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "daemon/base/proc_root.h"
 #include "daemon/base/scoped_fd.h"
 
 namespace loupe::session {

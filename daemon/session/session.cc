@@ -1,4 +1,3 @@
-#include "daemon/base/proc_root.h"
 #include "daemon/session/session.h"
 
 #include <fmt/format.h>
@@ -11,6 +10,7 @@
 
 #include "absl/hash/hash.h"
 
+#include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
 #include "daemon/session/bpf_record_decoder.h"
 #include "shared/records.h"

@@ -1,4 +1,3 @@
-#include "daemon/base/proc_root.h"
 #include "daemon/symbols/object_file.h"
 
 #include <fcntl.h>
@@ -9,6 +8,7 @@
 #include <cerrno>
 #include <memory>
 
+#include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
 
 namespace loupe::symbols {

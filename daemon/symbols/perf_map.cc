@@ -1,12 +1,14 @@
-#include "daemon/base/proc_root.h"
 #include "daemon/symbols/perf_map.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
+
+#include "daemon/base/proc_root.h"
 
 namespace loupe::symbols {
 namespace {
@@ -15,6 +17,19 @@ bool Hex(std::string_view text, uint64_t* out) {
   if (text.starts_with("0x")) text.remove_prefix(2);
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out, 16);
   return !text.empty() && error == std::errc() && end == text.data() + text.size();
+}
+
+// The pid the process knows itself by (innermost NSpid): a JIT in a
+// container names its map after that, in its own /tmp.
+uint32_t OwnPid(uint32_t pid) {
+  std::ifstream status(ProcPath(pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (!line.starts_with("NSpid:")) continue;
+    const size_t last = line.find_last_of(" \t");
+    return static_cast<uint32_t>(std::strtoul(line.c_str() + last + 1, nullptr, 10));
+  }
+  return pid;
 }
 
 }  // namespace
@@ -40,7 +55,7 @@ PerfMap::PerfMap(std::string_view text) {
 }
 
 PerfMap PerfMap::Load(uint32_t pid) {
-  std::ifstream in(ProcPath(pid, fmt::format("/root/tmp/perf-{}.map", pid)));
+  std::ifstream in(ProcPath(pid, fmt::format("/root/tmp/perf-{}.map", OwnPid(pid))));
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   return PerfMap(text);
 }

@@ -1,4 +1,3 @@
-#include "daemon/base/proc_root.h"
 #include "daemon/symbols/process_maps.h"
 
 #include <fmt/format.h>
@@ -8,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
 
 namespace loupe::symbols {
