@@ -98,6 +98,10 @@ wait_until "plain segments shipped and deleted" 'test "$(local_count plain)" = 0
 once_each plain
 C verify --session plain > "$work/plain.verify" || fail "$(cat "$work/plain.verify")"
 grep -q "^COMPLETE: $(stored plain) segment(s)" "$work/plain.verify" || fail "$(cat "$work/plain.verify")"
+C report --session plain --since 10m > "$work/plain.report" || fail "report --collector: $(cat "$work/plain.report")"
+grep -q "loupe-demo-app" "$work/plain.report" || fail "report --collector: $(cat "$work/plain.report")"
+C export --session plain --format json -o "$work/plain.jsonl" || fail "export --collector failed"
+[ -s "$work/plain.jsonl" ] || fail "export --collector wrote nothing"
 stop_louped
 echo "shipping: exactly once, same digest, local copies released"
 
