@@ -237,7 +237,9 @@ TEST(SessionTest, TargetExitingEndsTheSessionHonestly) {
 TEST(SessionTest, AttachDetachAndAttachAgain) {
   LOUPE_REQUIRE_PRIVILEGES();
   testing::TempDir dir;
-  ChildProcess program({TestProgram("cpu_ratio"), "1"});
+  // Busy for longer than both sessions can take on a loaded machine: an idle
+  // target gives the second session nothing to write. Killed at scope end.
+  ChildProcess program({TestProgram("cpu_ratio"), "60"});
   const uint32_t tid = std::stoul(program.ReadWords().at(1));
   program.WriteLine("go");
   for (const char* id : {"first", "second"}) {
