@@ -16,7 +16,7 @@
 namespace loupe::ship {
 namespace {
 
-absl::StatusOr<v1::UploadBegin> Describe(const std::string& path, int fd) {
+absl::StatusOr<v1::UploadBegin> DescribeOpen(const std::string& path, int fd) {
   absl::StatusOr<std::unique_ptr<format::SegmentReader>> reader =
       format::SegmentReader::Open(path, /*read_chunk=*/16 << 10);
   if (!reader.ok()) return reader.status();
@@ -45,6 +45,12 @@ void Pace(uint64_t rate, uint64_t sent, std::chrono::steady_clock::time_point st
 
 }  // namespace
 
+absl::StatusOr<v1::UploadBegin> DescribeSegment(const std::string& path) {
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open", path);
+  return DescribeOpen(path, fd.get());
+}
+
 absl::StatusOr<UploadOutcome> UploadSegment(CollectorConnection& connection,
                                             const std::string& path,
                                             const UploadSettings& settings,
@@ -53,7 +59,7 @@ absl::StatusOr<UploadOutcome> UploadSegment(CollectorConnection& connection,
   // meanwhile, the bytes announced are still the bytes sent.
   ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("open", path);
-  absl::StatusOr<v1::UploadBegin> begin = Describe(path, fd.get());
+  absl::StatusOr<v1::UploadBegin> begin = DescribeOpen(path, fd.get());
   if (!begin.ok()) return begin.status();
 
   UploadOutcome outcome;

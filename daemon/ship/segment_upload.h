@@ -31,6 +31,10 @@ struct UploadOutcome {
 // cancel the upload (shutdown); called with nullptr when the call is over.
 using CancelHook = std::function<void(grpc::ClientContext*)>;
 
+// The announcement of the segment at `path`: its header's identity and
+// start time, its size and SHA-256.
+absl::StatusOr<v1::UploadBegin> DescribeSegment(const std::string& path);
+
 absl::StatusOr<UploadOutcome> UploadSegment(CollectorConnection& connection,
                                             const std::string& path,
                                             const UploadSettings& settings,

@@ -18,11 +18,6 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(MessageOf(status)));
 }
 
-std::string UploadKey(const v1::UploadBegin& begin) {
-  return fmt::format("{}/{}/{}/{}", begin.id().host(), begin.id().boot_id(),
-                     begin.id().session_id(), begin.id().sequence());
-}
-
 v1::UploadResponse Progress(uint64_t offset) {
   v1::UploadResponse response;
   response.mutable_progress()->set_offset(offset);
@@ -69,7 +64,7 @@ grpc::Status CollectorService::Upload(
     log_->warn("upload from {} ({}) refused: {}", *client, context->peer(), MessageOf(valid));
     return ToGrpc(valid);
   }
-  const std::string key = UploadKey(begin);
+  const std::string key = IdentityKey(begin.id());
   if (std::optional<v1::StoredSegment> stored = store_->Find(begin.id())) {
     if (stored->sha256() != begin.sha256()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -110,7 +105,7 @@ grpc::Status CollectorService::Upload(
 grpc::Status CollectorService::ReceiveChunks(
     grpc::ServerReaderWriter<v1::UploadResponse, v1::UploadRequest>* stream,
     std::unique_ptr<StagedUpload> staged, const std::string& client) {
-  const std::string key = UploadKey(staged->begin());
+  const std::string key = IdentityKey(staged->begin().id());
   uint64_t synced = staged->offset();
   v1::UploadRequest request;
   while (stream->Read(&request)) {

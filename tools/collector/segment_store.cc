@@ -30,10 +30,6 @@ bool NameChars(std::string_view text, size_t max, std::string_view extra) {
          });
 }
 
-std::string IdentityKey(const v1::SegmentId& id) {
-  return fmt::format("{}@{}@{}@{}", id.host(), id.boot_id(), id.session_id(), id.sequence());
-}
-
 // "<host>/<YYYY-MM-DD>/<HHMMSS.nnnnnnnnn>@<session>@<seq>@<boot>@<sha>.loupe"
 std::string StoredName(const v1::UploadBegin& begin) {
   const uint64_t ns = begin.start_realtime_ns();
@@ -121,6 +117,10 @@ absl::Status MakeDirectories(const fs::path& directory) {
 }
 
 }  // namespace
+
+std::string IdentityKey(const v1::SegmentId& id) {
+  return fmt::format("{}@{}@{}@{}", id.host(), id.boot_id(), id.session_id(), id.sequence());
+}
 
 absl::Status StagedUpload::Append(uint64_t offset, std::string_view data) {
   if (offset != offset_) {

@@ -28,6 +28,10 @@
 
 namespace loupe::collector {
 
+// "host@boot@session@seq": a segment's identity as one string (the
+// characters of each part exclude '@').
+std::string IdentityKey(const v1::SegmentId& id);
+
 struct StoreOptions {
   std::string root;
   uint64_t max_total_bytes = 100ull << 30;

@@ -11,9 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "daemon/format/segment_reader.h"
 #include "daemon/ship/collector_connection.h"
-#include "daemon/ship/sha256.h"
+#include "daemon/ship/segment_upload.h"
 #include "tests/support/sample_segments.h"
 #include "tests/support/temp_dir.h"
 #include "tools/collector/collector_service.h"
@@ -91,18 +90,9 @@ class CollectorFixture : public ::testing::Test {
   }
 
   static v1::UploadBegin BeginFor(const std::string& path) {
-    auto reader = format::SegmentReader::Open(path);
-    EXPECT_TRUE(reader.ok());
-    const v1::SegmentHeader& header = (*reader)->header();
-    v1::UploadBegin begin;
-    begin.mutable_id()->set_host(header.host());
-    begin.mutable_id()->set_boot_id(header.boot_id());
-    begin.mutable_id()->set_session_id(header.session_id());
-    begin.mutable_id()->set_sequence(header.sequence());
-    begin.set_start_realtime_ns(header.clock().realtime_ns());
-    begin.set_size(std::filesystem::file_size(path));
-    begin.set_sha256(*ship::Sha256OfFile(path));
-    return begin;
+    absl::StatusOr<v1::UploadBegin> begin = ship::DescribeSegment(path);
+    EXPECT_TRUE(begin.ok()) << begin.status();
+    return begin.ok() ? *begin : v1::UploadBegin();
   }
 
   static std::string Contents(const std::string& path) {

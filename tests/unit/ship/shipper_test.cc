@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "daemon/format/segment_writer.h"
+#include "daemon/ship/sha256.h"
 #include "daemon/ship/shipper.h"
 #include "tests/unit/ship/collector_fixture.h"
 
