@@ -263,6 +263,8 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       r.pid = c[0].U32(f);
       r.ns_tid = c[1].U32(f);
       r.name = Str(c[2]);
+      r.foreign = c[3].Added(f) != 0;
+      if (r.foreign) r.process_name = Str(c[4]);
       record->payload = r;
       return true;
     }
@@ -292,9 +294,15 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       r.woken_tid = c[0].U32(f);
       r.target_cpu = c[1].U32(f);
       r.is_new = c[2].U(f) != 0;
+      const uint64_t context = c[3].Added(f);
+      if (context > static_cast<uint64_t>(kMaxWakerContext)) return false;
+      r.context = static_cast<WakerContext>(context);
       record->payload = r;
       return true;
     }
+    case RecordKind::kSchedMigrate:
+      record->payload = SchedMigrate{c[0].U32(f), c[1].U32(f)};
+      return true;
     case RecordKind::kCpuSample: {
       CpuSample r;
       r.user_stack = StackOf(c[0]);

@@ -40,6 +40,7 @@ class BlockDecoder {
     void Reset(std::string_view bytes = {}) {
       cursor_ = wire::Cursor(bytes);
       last_ = 0;
+      present_ = !bytes.empty();
     }
     bool empty() const { return cursor_.empty(); }
     // On exhaustion sets *failed and returns 0; the caller checks once per record.
@@ -53,6 +54,8 @@ class BlockDecoder {
       if (v > UINT32_MAX) *failed = true;
       return static_cast<uint32_t>(v);
     }
+    // A column added to the format later: absent from older blocks, read as 0.
+    uint64_t Added(bool* failed) { return present_ ? U(failed) : 0; }
     int64_t S(bool* failed) { return wire::UnZigZag(U(failed)); }
     uint64_t D(bool* failed) {  // undoes VarintColumn::PutDelta
       last_ += static_cast<uint64_t>(S(failed));
@@ -62,6 +65,7 @@ class BlockDecoder {
    private:
     wire::Cursor cursor_;
     uint64_t last_ = 0;
+    bool present_ = false;
   };
 
   absl::Status ParseLayout(std::string_view block);

@@ -37,6 +37,8 @@ struct BlockEncoder::PayloadEncoder {
     c[0].Put(r.pid);
     c[1].Put(r.ns_tid);
     c[2].Put(e->InternString(r.name));
+    c[3].Put(r.foreign);
+    if (r.foreign) c[4].Put(e->InternString(r.process_name));  // only foreign threads have one
   }
   void operator()(const ProcessFork& r) {
     VarintColumn* c = e->Group(RecordKind::kProcessFork);
@@ -64,6 +66,12 @@ struct BlockEncoder::PayloadEncoder {
     c[0].Put(r.woken_tid);
     c[1].Put(r.target_cpu);
     c[2].Put(r.is_new);
+    c[3].Put(static_cast<uint32_t>(r.context));
+  }
+  void operator()(const SchedMigrate& r) {
+    VarintColumn* c = e->Group(RecordKind::kSchedMigrate);
+    c[0].Put(r.orig_cpu);
+    c[1].Put(r.dest_cpu);
   }
   void operator()(const CpuSample& r) {
     VarintColumn* c = e->Group(RecordKind::kCpuSample);

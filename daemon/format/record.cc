@@ -14,6 +14,8 @@ static_assert(static_cast<int>(RecordKind::kOffCpu) == v1::OFF_CPU);
 static_assert(static_cast<int>(RecordKind::kUsdt) == v1::USDT);
 static_assert(static_cast<int>(RecordKind::kInstant) == v1::INSTANT);
 static_assert(kMaxRecordKind == v1::RecordKind_MAX);
+static_assert(static_cast<int>(RecordKind::kSchedMigrate) == v1::SCHED_MIGRATE);
+static_assert(kMaxWakerContext == v1::WakerContext_MAX);
 static_assert(static_cast<int>(ValueType::kBytes) == v1::VALUE_BYTES);
 static_assert(kMaxLossSource == v1::LossSource_MAX);
 static_assert(kMaxLossReason == v1::LossReason_MAX);
@@ -24,7 +26,10 @@ constexpr std::array<std::string_view, kMaxRecordKind + 1> kKindNames = {
     "sched_wakeup",  "cpu_sample",   "off_cpu",         "uprobe_entry",
     "uprobe_return", "usdt",         "span_begin",      "span_end",
     "instant",       "counter",      "operation_begin", "operation_end",
-    "loss",
+    "loss",          "sched_migrate",
+};
+constexpr std::array<std::string_view, kMaxWakerContext + 1> kWakerContextNames = {
+    "task", "hardirq", "softirq", "timer", "nmi",
 };
 constexpr std::array<std::string_view, kMaxLossSource + 1> kSourceNames = {
     "unknown", "sched", "cpu_sample", "uprobe",  "usdt",
@@ -44,6 +49,10 @@ std::string_view NameOf(const Names& names, int value) {
 }  // namespace
 
 std::string_view KindName(RecordKind kind) { return NameOf(kKindNames, static_cast<int>(kind)); }
+std::string_view WakerContextName(WakerContext context) {
+  const int value = static_cast<int>(context);
+  return value >= 0 && value <= kMaxWakerContext ? kWakerContextNames[value] : "unknown";
+}
 std::string_view LossSourceName(LossSource source) {
   return NameOf(kSourceNames, static_cast<int>(source));
 }

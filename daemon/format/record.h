@@ -38,8 +38,9 @@ enum class RecordKind : uint8_t {
   kOperationBegin,
   kOperationEnd,
   kLoss,
+  kSchedMigrate,
 };
-inline constexpr int kMaxRecordKind = static_cast<int>(RecordKind::kLoss);
+inline constexpr int kMaxRecordKind = static_cast<int>(RecordKind::kSchedMigrate);
 
 // Lower-case name of a kind ("sched_switch"), or "unknown".
 std::string_view KindName(RecordKind kind);
@@ -128,6 +129,10 @@ struct ThreadInfo {
   uint32_t pid = 0;
   uint32_t ns_tid = 0;
   std::string_view name;
+  // A thread of a process that is not traced, named because it held a CPU
+  // that a traced thread waited for; its process's name travels with it.
+  bool foreign = false;
+  std::string_view process_name;
 };
 struct ProcessFork {
   uint32_t child_pid = 0;
@@ -146,10 +151,23 @@ struct SchedSwitch {
   uint32_t next_tid = 0;
   uint32_t prev_state = 0;
 };
+// Where a wakeup came from: a task (the record's tid), or an interrupt
+// whose record tid is merely the task it interrupted.
+enum class WakerContext : uint8_t { kTask = 0, kHardIrq, kSoftIrq, kTimer, kNmi };
+inline constexpr int kMaxWakerContext = static_cast<int>(WakerContext::kNmi);
+std::string_view WakerContextName(WakerContext context);  // "task", "hardirq", ...
+
 struct SchedWakeup {
   uint32_t woken_tid = 0;
   uint32_t target_cpu = 0;
   bool is_new = false;
+  WakerContext context = WakerContext::kTask;
+};
+// A traced thread moved to another CPU's run queue (the record's tid is the
+// thread moved; its cpu is where the move was observed).
+struct SchedMigrate {
+  uint32_t orig_cpu = 0;
+  uint32_t dest_cpu = 0;
 };
 struct CpuSample {
   Stack user_stack;
@@ -213,7 +231,8 @@ struct Loss {
 using Payload =
     std::variant<ClockSync, ProcessInfo, ThreadInfo, ProcessFork, ProcessExec, ThreadExit,
                  SchedSwitch, SchedWakeup, CpuSample, OffCpu, UprobeEntry, UprobeReturn, UsdtEvent,
-                 SpanBegin, SpanEnd, Instant, Counter, OperationBegin, OperationEnd, Loss>;
+                 SpanBegin, SpanEnd, Instant, Counter, OperationBegin, OperationEnd, Loss,
+                 SchedMigrate>;
 static_assert(std::variant_size_v<Payload> == kMaxRecordKind);
 
 struct Record {

@@ -90,6 +90,7 @@ struct PayloadJson {
   }
   void operator()(const ThreadInfo& r) {
     o.Num("pid", r.pid).Num("ns_tid", r.ns_tid).Str("name", r.name);
+    if (r.foreign) o.Bool("foreign", true).Str("process_name", r.process_name);
   }
   void operator()(const ProcessFork& r) {
     o.Num("child_pid", r.child_pid).Num("child_tid", r.child_tid);
@@ -103,6 +104,10 @@ struct PayloadJson {
   }
   void operator()(const SchedWakeup& r) {
     o.Num("woken_tid", r.woken_tid).Num("target_cpu", r.target_cpu).Bool("is_new", r.is_new);
+    o.Str("waker_context", WakerContextName(r.context));
+  }
+  void operator()(const SchedMigrate& r) {
+    o.Num("orig_cpu", r.orig_cpu).Num("dest_cpu", r.dest_cpu);
   }
   void operator()(const CpuSample& r) {
     o.Stack("user_stack", r.user_stack).Stack("kernel_stack", r.kernel_stack);

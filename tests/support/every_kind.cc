@@ -30,7 +30,8 @@ std::vector<Record> EveryKind(uint64_t start_ns) {
       ProcessExec{.pid = 4100, .filename = "/bin/true"},
       ThreadExit{.pid = 4100, .exit_code = -9, .group_dead = true},
       SchedSwitch{.next_tid = 4002, .prev_state = 2},
-      SchedWakeup{.woken_tid = 4001, .target_cpu = 3, .is_new = true},
+      SchedWakeup{.woken_tid = 4001, .target_cpu = 3, .is_new = true,
+                  .context = WakerContext::kTimer},
       CpuSample{.user_stack = kUserFrames, .kernel_stack = kKernelFrames, .operation_id = 9001},
       OffCpu{.duration_ns = 2'000'000,
              .runq_ns = 15'000,
@@ -49,6 +50,7 @@ std::vector<Record> EveryKind(uint64_t start_ns) {
       OperationBegin{.operation_id = 0xdeadbeefcafe, .name = "GET /index"},
       OperationEnd{.operation_id = 0xdeadbeefcafe},
       Loss{.source = LossSource::kSched, .reason = LossReason::kRingFull, .count = 17},
+      SchedMigrate{.orig_cpu = 1, .dest_cpu = 0},
   };
   std::vector<Record> records;
   uint32_t tid = 4000;
