@@ -13,6 +13,7 @@ packages=(
   libelf-dev libdw-dev zlib1g-dev libzstd-dev zstd
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev libssl-dev
+  nlohmann-json3-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev systemtap-sdt-dev
   bpftrace linux-perf golang-go openssl procps util-linux time bc systemd yamllint python3-yaml
