@@ -16,6 +16,11 @@ struct task_struct___pre_5_14 {
 	long state;
 } __attribute__((preserve_access_index));
 
+/* Kernels without CONFIG_THREAD_INFO_IN_TASK keep the cpu in the task. */
+struct task_struct___cpu {
+	unsigned int cpu;
+} __attribute__((preserve_access_index));
+
 static __always_inline __u32 task_state(struct task_struct *task)
 {
 	if (bpf_core_field_exists(task->__state))
@@ -23,28 +28,148 @@ static __always_inline __u32 task_state(struct task_struct *task)
 	return BPF_CORE_READ((struct task_struct___pre_5_14 *)task, state);
 }
 
+/* Target threads waiting in each CPU's run queue (woken or preempted, not
+ * yet switched in). While one waits, every switch on that CPU is recorded:
+ * they say who held the CPU meanwhile. Other CPUs update a CPU's count (a
+ * remote wakeup, a migration), hence the atomics. Sized by the daemon to
+ * the possible CPUs before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __s32);
+} runnable_targets SEC(".maps");
+
+/* Per CPU: the contexts (1 << enum loupe_waker_context) in which a timer
+ * callback is running, so a wakeup from inside one is named a timer's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} timer_contexts SEC(".maps");
+
+/* The preempt count is per-CPU: __preempt_count (up to 6.1, and from
+ * 6.15) or a field of pcpu_hot (6.2 to 6.14). Whichever this kernel lacks
+ * resolves to NULL, and its branch is dead code to the verifier. The
+ * kernel finds either only through kallsyms, which lists data symbols only
+ * with CONFIG_KALLSYMS_ALL: the programs that read it come in a second
+ * flavour (_pcnt) that the daemon loads only where it can. */
+extern const int __preempt_count __ksym __weak;
+struct pcpu_hot___loupe {
+	int preempt_count;
+} __attribute__((preserve_access_index));
+extern const struct pcpu_hot___loupe pcpu_hot __ksym __weak;
+
+#define LOUPE_NMI_MASK 0x00f00000
+#define LOUPE_HARDIRQ_MASK 0x000f0000
+#define LOUPE_SOFTIRQ_OFFSET 0x100 /* set while softirqs are served, not merely disabled */
+#define LOUPE_TASK_WAKING 0x200
+
+static __always_inline __u32 irq_context(bool preempt_count)
+{
+	int count = 0;
+
+	if (!preempt_count)
+		return LOUPE_WAKER_TASK;
+	if (&__preempt_count)
+		count = *(const int *)bpf_this_cpu_ptr(&__preempt_count);
+	else if (&pcpu_hot)
+		count = ((const struct pcpu_hot___loupe *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
+	if (count & LOUPE_NMI_MASK)
+		return LOUPE_WAKER_NMI;
+	if (count & LOUPE_HARDIRQ_MASK)
+		return LOUPE_WAKER_HARDIRQ;
+	if (count & LOUPE_SOFTIRQ_OFFSET)
+		return LOUPE_WAKER_SOFTIRQ;
+	return LOUPE_WAKER_TASK;
+}
+
+static __always_inline int on_timer(bool entry, bool preempt_count)
+{
+	__u32 zero = 0;
+	__u32 *contexts = bpf_map_lookup_elem(&timer_contexts, &zero);
+	__u32 bit = 1u << irq_context(preempt_count);
+
+	if (contexts)
+		*contexts = entry ? *contexts | bit : *contexts & ~bit;
+	return 0;
+}
+
+static __always_inline __u32 task_cpu(struct task_struct *task)
+{
+	if (bpf_core_field_exists(task->thread_info.cpu))
+		return BPF_CORE_READ(task, thread_info.cpu);
+	return BPF_CORE_READ((struct task_struct___cpu *)task, cpu);
+}
+
+static __always_inline void add_runnable(__u32 cpu, __s32 delta)
+{
+	__s32 *waiting = bpf_map_lookup_elem(&runnable_targets, &cpu);
+
+	if (!waiting)
+		return;
+	/* Attached mid-flight, a thread may leave a queue it was never counted
+	 * in: never below zero. */
+	if (delta < 0 && *waiting <= 0)
+		return;
+	__sync_fetch_and_add(waiting, delta);
+}
+
+/* The name of a side that is not a target, for the daemon to describe. */
+static __always_inline void fill_comm(char *comm, struct task_struct *task, bool is_target,
+				      __u32 tid)
+{
+	if (is_target || tid == 0)
+		__builtin_memset(comm, 0, LOUPE_COMM_LEN);
+	else
+		bpf_core_read(comm, LOUPE_COMM_LEN, &task->comm);
+}
+
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next)
 {
 	__u32 prev_tgid = BPF_CORE_READ(prev, tgid);
 	__u32 next_tgid = BPF_CORE_READ(next, tgid);
+	__u32 next_tid = BPF_CORE_READ(next, pid);
 	bool prev_is_target = is_target(prev_tgid);
+	bool next_is_target = is_target(next_tgid);
+	__u32 cpu = bpf_get_smp_processor_id();
+	__s32 *waiting = bpf_map_lookup_elem(&runnable_targets, &cpu);
 	struct loupe_sched_switch *rec;
+	__u32 prev_state;
 	__u64 size;
 
-	if (!prev_is_target && !is_target(next_tgid))
+	if (!waiting)
+		return 0;
+	/* Else clang ORs the two lookup results, pointers, which the verifier refuses. */
+	barrier_var(prev_is_target);
+	barrier_var(next_is_target);
+	/* As the kernel reports it: a preempted task is still runnable. */
+	prev_state = preempt ? 0 : task_state(prev);
+	if (next_tid == 0) {
+		/* An idle CPU has nobody waiting: this heals any miscount. */
+		*waiting = 0;
+	} else {
+		if (next_is_target && *waiting > 0)
+			__sync_fetch_and_add(waiting, -1);
+		if (prev_is_target && prev_state == 0)
+			__sync_fetch_and_add(waiting, 1);
+	}
+	if (!prev_is_target && !next_is_target && *waiting <= 0)
 		return 0;
 	rec = scratch_space();
 	if (!rec)
 		return 0;
 	rec->prev_tid = BPF_CORE_READ(prev, pid);
 	rec->prev_tgid = prev_tgid;
-	rec->next_tid = BPF_CORE_READ(next, pid);
+	rec->next_tid = next_tid;
 	rec->next_tgid = next_tgid;
-	/* As the kernel reports it: a preempted task is still runnable. */
-	rec->prev_state = preempt ? 0 : task_state(prev);
+	rec->prev_state = prev_state;
 	rec->user_depth = 0;
 	rec->kernel_depth = 0;
+	fill_comm(rec->prev_comm, prev, prev_is_target, rec->prev_tid);
+	fill_comm(rec->next_comm, next, next_is_target, next_tid);
 	/* The tracepoint runs on prev: its stacks say where it went off-CPU. */
 	if (prev_is_target)
 		capture_stacks(ctx, rec->frames, &rec->user_depth, &rec->kernel_depth,
@@ -57,13 +182,27 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	return 0;
 }
 
-static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new)
+static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, bool preempt_count)
 {
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct loupe_sched_wakeup *rec;
+	__u32 zero = 0, *timers;
+	__u32 context;
 
 	if (!is_target(tgid))
 		return 0;
+	/* Still on a run queue (preempted, or not yet asleep): the wakeup
+	 * changes nothing, and recorded it would make the thread's next sleep
+	 * look woken already. */
+	if (!is_new && BPF_CORE_READ(task, on_rq))
+		return 0;
+	/* A new task is on its final CPU already; a woken one may still be
+	 * moved, which sched_migrate_task then accounts. */
+	add_runnable(task_cpu(task), 1);
+	context = irq_context(preempt_count);
+	timers = bpf_map_lookup_elem(&timer_contexts, &zero);
+	if (timers && (*timers & (1u << context)))
+		context = LOUPE_WAKER_TIMER;
 	rec = reserve_record(sizeof(*rec), LOUPE_REC_SCHED_WAKEUP, LOUPE_CNT_RING_FULL_SCHED);
 	if (!rec)
 		return 0;
@@ -72,7 +211,33 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new)
 	rec->waker_tid = (__u32)bpf_get_current_pid_tgid();
 	rec->target_cpu = BPF_CORE_READ(task, wake_cpu);
 	rec->is_new = is_new;
-	rec->pad = 0;
+	rec->context = context;
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+static __always_inline int on_migrate(struct task_struct *task, __u32 dest_cpu)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	struct loupe_sched_migrate *rec;
+	__u32 orig_cpu;
+
+	if (!is_target(tgid))
+		return 0;
+	orig_cpu = task_cpu(task);
+	/* Waiting: placed by its wakeup, or queued and not running. */
+	if (task_state(task) == LOUPE_TASK_WAKING ||
+	    (BPF_CORE_READ(task, on_rq) && !BPF_CORE_READ(task, on_cpu))) {
+		add_runnable(orig_cpu, -1);
+		add_runnable(dest_cpu, 1);
+	}
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_SCHED_MIGRATE, LOUPE_CNT_RING_FULL_SCHED);
+	if (!rec)
+		return 0;
+	rec->tid = BPF_CORE_READ(task, pid);
+	rec->tgid = tgid;
+	rec->orig_cpu = orig_cpu;
+	rec->dest_cpu = dest_cpu;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -169,18 +334,15 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 	{                                                                                    \
 		return on_switch(ctx, preempt, prev, next);                                  \
 	}                                                                                    \
-	/* sched_waking, not sched_wakeup: it fires in the waker's context, where \
-	 * sched_wakeup may fire on the target CPU in the idle task (a wakeup the \
-	 * kernel queues there by IPI) and name no waker at all. */              \
-	SEC(kind "/sched_waking")                                                            \
-	int BPF_PROG(handle_sched_wakeup##suffix, struct task_struct *task)                  \
-	{                                                                                    \
-		return on_wakeup(task, 0);                                                   \
-	}                                                                                    \
 	SEC(kind "/sched_wakeup_new")                                                        \
 	int BPF_PROG(handle_sched_wakeup_new##suffix, struct task_struct *task)              \
 	{                                                                                    \
-		return on_wakeup(task, 1);                                                   \
+		return on_wakeup(task, 1, false);                                            \
+	}                                                                                    \
+	SEC(kind "/sched_migrate_task")                                                      \
+	int BPF_PROG(handle_sched_migrate##suffix, struct task_struct *task, int dest_cpu)   \
+	{                                                                                    \
+		return on_migrate(task, dest_cpu);                                           \
 	}                                                                                    \
 	SEC(kind "/sched_process_fork")                                                      \
 	int BPF_PROG(handle_process_fork##suffix, struct task_struct *parent,                \
@@ -205,5 +367,44 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 		return on_rename(task, comm);                                                \
 	}
 
+/* The handlers that name a waker's context, in two flavours: _pcnt reads
+ * the preempt count, the other (where the kernel cannot give it) tells
+ * only timers from tasks. */
+#define LOUPE_CONTEXT_HANDLERS(kind, suffix, flavour, preempt_count)                         \
+	/* sched_waking, not sched_wakeup: it fires in the waker's context, where            \
+	 * sched_wakeup may fire on the target CPU in the idle task (a wakeup the            \
+	 * kernel queues there by IPI) and name no waker at all. */                          \
+	SEC(kind "/sched_waking")                                                            \
+	int BPF_PROG(handle_sched_wakeup##flavour##suffix, struct task_struct *task)         \
+	{                                                                                    \
+		return on_wakeup(task, 0, preempt_count);                                    \
+	}                                                                                    \
+	/* Timer callbacks, for the wakeups they make: kept tiny, they run for               \
+	 * every timer of the machine. */                                                    \
+	SEC(kind "/hrtimer_expire_entry")                                                    \
+	int handle_sched_timer_hr_entry##flavour##suffix(void *ctx)                          \
+	{                                                                                    \
+		return on_timer(true, preempt_count);                                        \
+	}                                                                                    \
+	SEC(kind "/hrtimer_expire_exit")                                                     \
+	int handle_sched_timer_hr_exit##flavour##suffix(void *ctx)                           \
+	{                                                                                    \
+		return on_timer(false, preempt_count);                                       \
+	}                                                                                    \
+	SEC(kind "/timer_expire_entry")                                                      \
+	int handle_sched_timer_entry##flavour##suffix(void *ctx)                             \
+	{                                                                                    \
+		return on_timer(true, preempt_count);                                        \
+	}                                                                                    \
+	SEC(kind "/timer_expire_exit")                                                       \
+	int handle_sched_timer_exit##flavour##suffix(void *ctx)                              \
+	{                                                                                    \
+		return on_timer(false, preempt_count);                                       \
+	}
+
 LOUPE_HANDLERS("tp_btf", )
 LOUPE_HANDLERS("raw_tp", _raw)
+LOUPE_CONTEXT_HANDLERS("tp_btf", , , false)
+LOUPE_CONTEXT_HANDLERS("raw_tp", _raw, , false)
+LOUPE_CONTEXT_HANDLERS("tp_btf", , _pcnt, true)
+LOUPE_CONTEXT_HANDLERS("raw_tp", _raw, _pcnt, true)

@@ -29,6 +29,16 @@ enum loupe_record_type {
 	LOUPE_REC_USDT = 16,       /* struct loupe_usdt_event */
 	LOUPE_REC_UPROBE_ENTRY = 17, /* struct loupe_uprobe_event */
 	LOUPE_REC_UPROBE_RETURN = 18,
+	LOUPE_REC_SCHED_MIGRATE = 19, /* struct loupe_sched_migrate */
+};
+
+/* Where a wakeup came from; mirrors format::WakerContext. */
+enum loupe_waker_context {
+	LOUPE_WAKER_TASK = 0,
+	LOUPE_WAKER_HARDIRQ = 1,
+	LOUPE_WAKER_SOFTIRQ = 2,
+	LOUPE_WAKER_TIMER = 3,
+	LOUPE_WAKER_NMI = 4,
 };
 
 /* Per-CPU counters of everything a BPF program could not deliver whole. */
@@ -66,6 +76,10 @@ struct loupe_sched_switch {
 	__u32 prev_state;
 	__u16 user_depth;   /* stacks of prev at switch-out, when prev is a target */
 	__u16 kernel_depth;
+	/* Names of the sides that are not targets (the threads that held a CPU
+	 * a target waited for); all zero for a target and for the idle task. */
+	char prev_comm[LOUPE_COMM_LEN];
+	char next_comm[LOUPE_COMM_LEN];
 	__u64 frames[2 * LOUPE_MAX_STACK_DEPTH];
 };
 
@@ -76,7 +90,16 @@ struct loupe_sched_wakeup {
 	__u32 waker_tid;
 	__u32 target_cpu;
 	__u32 is_new;
-	__u32 pad;
+	__u32 context; /* enum loupe_waker_context */
+};
+
+/* A target moved to another CPU's run queue while waiting for a CPU. */
+struct loupe_sched_migrate {
+	struct loupe_record_header hdr;
+	__u32 tid;
+	__u32 tgid;
+	__u32 orig_cpu;
+	__u32 dest_cpu;
 };
 
 struct loupe_process_fork {

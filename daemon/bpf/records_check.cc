@@ -17,10 +17,15 @@ static_assert(offsetof(loupe_sched_switch, prev_tid) == 16);
 static_assert(offsetof(loupe_sched_switch, next_tid) == 24);
 static_assert(offsetof(loupe_sched_switch, prev_state) == 32);
 static_assert(offsetof(loupe_sched_switch, user_depth) == 36);
-static_assert(offsetof(loupe_sched_switch, frames) == 40);
-static_assert(sizeof(loupe_sched_switch) == 40 + 2 * 8 * LOUPE_MAX_STACK_DEPTH);
+static_assert(offsetof(loupe_sched_switch, prev_comm) == 40);
+static_assert(offsetof(loupe_sched_switch, next_comm) == 40 + LOUPE_COMM_LEN);
+static_assert(offsetof(loupe_sched_switch, frames) == 40 + 2 * LOUPE_COMM_LEN);
+static_assert(sizeof(loupe_sched_switch) == 72 + 2 * 8 * LOUPE_MAX_STACK_DEPTH);
 
 static_assert(sizeof(loupe_sched_wakeup) == 40);
+static_assert(offsetof(loupe_sched_wakeup, context) == 36);
+static_assert(sizeof(loupe_sched_migrate) == 32);
+static_assert(offsetof(loupe_sched_migrate, dest_cpu) == 28);
 static_assert(sizeof(loupe_process_fork) == 32);
 static_assert(sizeof(loupe_process_exec) == 24 + LOUPE_PATH_LEN);
 static_assert(sizeof(loupe_thread_exit) == 32);

@@ -1,5 +1,6 @@
 #include "daemon/bpf/sources.h"
 
+#include <bpf/btf.h>
 #include <fmt/format.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -7,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <optional>
 
 #include "daemon/base/proc_root.h"
@@ -32,8 +34,46 @@ SessionMaps SessionMapsOf(const loupe_sched* sched) {
   return {sched->maps.events, sched->maps.target_tgids, sched->maps.counters};
 }
 
+bool InKallsyms(std::string_view symbol) {
+  std::ifstream in("/proc/kallsyms");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "ffffffff82a1c000 D __preempt_count" (address, type, name [module])
+    const size_t name = line.find(' ', line.find(' ') + 1);
+    if (name != std::string::npos && std::string_view(line).substr(name + 1) == symbol) return true;
+  }
+  return false;
+}
+
+// Whether bpf/sched.bpf.c's _pcnt programs can read the per-CPU preempt
+// count: the kernel must describe the variable in BTF (libbpf resolves it
+// there) and list it in kallsyms (the verifier finds its address there,
+// which takes CONFIG_KALLSYMS_ALL).
+struct WakerContextPath {
+  bool preempt_count = false;
+  std::string description;
+};
+
+WakerContextPath ProbeWakerContext() {
+  btf* kernel = btf__load_vmlinux_btf();
+  if (kernel == nullptr) return {false, "task or timer (no kernel BTF)"};
+  WakerContextPath path{false, "task or timer (no per-CPU preempt count in BTF)"};
+  for (const char* variable : {"__preempt_count", "pcpu_hot"}) {
+    if (btf__find_by_name_kind(kernel, variable, BTF_KIND_VAR) <= 0) continue;
+    if (InKallsyms(variable)) {
+      path = {true, fmt::format("preempt_count via {}", variable)};
+    } else {
+      path.description = fmt::format(
+          "task or timer ({} is not in kallsyms: CONFIG_KALLSYMS_ALL is off)", variable);
+    }
+    break;
+  }
+  btf__free(kernel);
+  return path;
+}
+
 bool IsSchedOnly(std::string_view program) {
-  return program.starts_with("handle_sched_switch") || program.starts_with("handle_sched_wakeup");
+  return program.starts_with("handle_sched_");
 }
 
 }  // namespace
@@ -66,7 +106,8 @@ Sources::~Sources() {
   Detach();
 }
 
-absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints) {
+absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
+                           bool preempt_count) {
   objects_->sched.reset();
   absl::StatusOr<SchedSkeleton> sched = SchedSkeleton::Open("sched");
   if (!sched.ok()) return sched.status();
@@ -74,12 +115,15 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints) {
   (*sched)->rodata->cfg_offcpu_user_stacks = options.offcpu_user_stacks;
   (*sched)->rodata->cfg_offcpu_kernel_stacks = options.offcpu_kernel_stacks;
   bpf_map__set_max_entries((*sched)->maps.events, options.ring_bytes);
+  bpf_map__set_max_entries((*sched)->maps.runnable_targets, libbpf_num_possible_cpus());
   bpf_program* program;
   bpf_object__for_each_program(program, (*sched)->obj) {
     const std::string_view name = bpf_program__name(program);
     const bool raw = name.ends_with("_raw");
-    bpf_program__set_autoload(program,
-                              raw != btf_tracepoints && (options.sched || !IsSchedOnly(name)));
+    const bool reads_preempt_count = name.find("_pcnt") != std::string_view::npos;
+    bpf_program__set_autoload(program, raw != btf_tracepoints &&
+                                           reads_preempt_count == preempt_count &&
+                                           (options.sched || !IsSchedOnly(name)));
   }
   if (absl::Status status = sched->Load(); !status.ok()) return status;
   objects_->sched = *std::move(sched);
@@ -149,11 +193,12 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
                                                         const probes::ProbePlan& plan) {
   if (absl::Status status = ValidateSourceOptions(options); !status.ok()) return status;
   std::unique_ptr<Sources> sources(new Sources());
+  const WakerContextPath waker_context = ProbeWakerContext();
   // Feature probe: BTF-typed tracepoints where the kernel has them.
-  absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true);
+  absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true, waker_context.preempt_count);
   sources->features_["sched_tracepoints"] = "tp_btf";
   if (!loaded.ok() && loaded.code() != absl::StatusCode::kPermissionDenied) {
-    loaded = sources->Load(options, /*btf_tracepoints=*/false);
+    loaded = sources->Load(options, /*btf_tracepoints=*/false, waker_context.preempt_count);
     sources->features_["sched_tracepoints"] = "raw_tp (tp_btf unavailable)";
   }
   if (!loaded.ok()) return loaded;
@@ -174,6 +219,10 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   if (absl::Status status = sources->objects_->sched->Attach(); !status.ok()) return status;
   if (options.cpu) {
     if (absl::Status status = sources->OpenSampling(options); !status.ok()) return status;
+  }
+  if (options.sched) {
+    sources->features_["waker_context"] = waker_context.description;
+    sources->features_["cpu_holders"] = "switches recorded while a target waits";
   }
   sources->features_["follow_children"] = options.follow_children ? "in BPF on fork" : "off";
   if (!plan.attachments.empty()) {

@@ -64,7 +64,7 @@ class Sources {
  private:
   struct Objects;
   Sources();
-  absl::Status Load(const SourceOptions& options, bool btf_tracepoints);
+  absl::Status Load(const SourceOptions& options, bool btf_tracepoints, bool preempt_count);
   absl::Status OpenSampling(const SourceOptions& options);
 
   std::unique_ptr<Objects> objects_;
