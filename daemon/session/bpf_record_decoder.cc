@@ -51,14 +51,27 @@ std::optional<OwnedEvent> DecodeBpfRecord(std::span<const uint8_t> bytes) {
       event.record.payload = format::SchedSwitch{r.next_tid, r.prev_state};
       event.prev_tgid = r.prev_tgid;
       event.next_tgid = r.next_tgid;
+      // Most switches are between targets: no name, no allocation.
+      if (r.prev_comm[0] != '\0') event.prev_comm = CString(r.prev_comm, sizeof r.prev_comm);
+      if (r.next_comm[0] != '\0') event.next_comm = CString(r.next_comm, sizeof r.next_comm);
       return event;
     }
     case LOUPE_REC_SCHED_WAKEUP: {
       loupe_sched_wakeup r;
       if (!Load(bytes, sizeof r, &r)) return std::nullopt;
+      if (r.context > static_cast<uint32_t>(format::kMaxWakerContext)) return std::nullopt;
       event.record.tid = r.waker_tid;
-      event.record.payload = format::SchedWakeup{r.woken_tid, r.target_cpu, r.is_new != 0};
+      event.record.payload = format::SchedWakeup{r.woken_tid, r.target_cpu, r.is_new != 0,
+                                                 static_cast<format::WakerContext>(r.context)};
       event.next_tgid = r.woken_tgid;
+      return event;
+    }
+    case LOUPE_REC_SCHED_MIGRATE: {
+      loupe_sched_migrate r;
+      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
+      event.record.tid = r.tid;
+      event.record.payload = format::SchedMigrate{r.orig_cpu, r.dest_cpu};
+      event.prev_tgid = r.tgid;
       return event;
     }
     case LOUPE_REC_PROCESS_FORK: {

@@ -25,13 +25,16 @@ struct OwnedEvent {
   std::vector<uint64_t> frames;  // user frames, then kernel frames
   uint16_t user_depth = 0;
   std::string text;  // a name or a path
-  std::string value_text;         // a USDT string argument
+  std::string value_text;         // a USDT string argument, a foreign thread's process name
   std::vector<int64_t> args;      // of a USDT or uprobe event
   std::vector<OwnedField> fields;  // of an instant event
   std::vector<format::Field> field_views;
   // For switches: the processes on both sides (targets are decided by tgid).
   uint32_t prev_tgid = 0;
   uint32_t next_tgid = 0;
+  // For switches: the names of sides that are not targets (empty otherwise).
+  std::string prev_comm;
+  std::string next_comm;
 
   format::Stack UserStack() const { return {frames.data(), user_depth}; }
   format::Stack KernelStack() const {
@@ -47,6 +50,7 @@ struct OwnedEvent {
       off->kernel_stack = KernelStack();
     } else if (auto* thread = std::get_if<format::ThreadInfo>(&record.payload)) {
       thread->name = text;
+      thread->process_name = value_text;
     } else if (auto* exec = std::get_if<format::ProcessExec>(&record.payload)) {
       exec->filename = text;
     } else if (auto* usdt = std::get_if<format::UsdtEvent>(&record.payload)) {

@@ -66,6 +66,43 @@ TEST(BpfRecordDecoderTest, MalformedRecordsAreRefused) {
   EXPECT_FALSE(DecodeBpfRecord(Bytes(wakeup, sizeof wakeup - 4)));
 }
 
+TEST(BpfRecordDecoderTest, SwitchCarriesTheNamesOfUntracedSides) {
+  loupe_sched_switch record = Switch(0, 0);
+  std::strcpy(record.next_comm, "bg_compress");
+  std::optional<OwnedEvent> event =
+      DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames)));
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->prev_comm, "");
+  EXPECT_EQ(event->next_comm, "bg_compress");
+}
+
+TEST(BpfRecordDecoderTest, WakeupContextAndMigration) {
+  loupe_sched_wakeup wakeup{};
+  wakeup.hdr = {LOUPE_REC_SCHED_WAKEUP, sizeof wakeup, 0, 1};
+  wakeup.context = LOUPE_WAKER_TIMER;
+  std::optional<OwnedEvent> event = DecodeBpfRecord(Bytes(wakeup));
+  ASSERT_TRUE(event);
+  EXPECT_EQ(std::get<format::SchedWakeup>(event->record.payload).context,
+            format::WakerContext::kTimer);
+  wakeup.context = LOUPE_WAKER_NMI + 1;  // no such context
+  EXPECT_FALSE(DecodeBpfRecord(Bytes(wakeup)));
+
+  loupe_sched_migrate migrate{};
+  migrate.hdr = {LOUPE_REC_SCHED_MIGRATE, sizeof migrate, 1, 7};
+  migrate.tid = 12;
+  migrate.tgid = 10;
+  migrate.orig_cpu = 1;
+  migrate.dest_cpu = 0;
+  event = DecodeBpfRecord(Bytes(migrate));
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->record.tid, 12u);
+  EXPECT_EQ(event->prev_tgid, 10u);
+  const auto& moved = std::get<format::SchedMigrate>(event->record.payload);
+  EXPECT_EQ(moved.orig_cpu, 1u);
+  EXPECT_EQ(moved.dest_cpu, 0u);
+  EXPECT_FALSE(DecodeBpfRecord(Bytes(migrate, sizeof migrate - 4)));
+}
+
 TEST(BpfRecordDecoderTest, NamesStopAtTheirTerminatorOrLength) {
   loupe_thread_name name{};
   name.hdr = {LOUPE_REC_THREAD_NAME, sizeof name, 0, 1};
