@@ -1,5 +1,7 @@
 #include "daemon/session/offcpu_tracker.h"
 
+#include <algorithm>
+
 namespace loupe::session {
 
 std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
@@ -18,13 +20,17 @@ std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
 
   std::optional<OwnedEvent> interval;
   if (is_target_(event.next_tgid)) {
+    // Every wakeup kept here came after the thread's last switch-in: older
+    // ones are dropped below, at the switch-in they predate.
+    auto woken = woken_.find(change->next_tid);
     auto out = switched_out_.find(change->next_tid);
     if (out != switched_out_.end()) {
       const SwitchedOut& from = out->second;
       format::OffCpu off{.duration_ns = record.time_ns - from.time_ns, .prev_state = from.state};
-      auto woken = woken_.find(change->next_tid);
-      if (woken != woken_.end() && woken->second.time_ns >= from.time_ns) {
-        off.runq_ns = record.time_ns - woken->second.time_ns;
+      if (woken != woken_.end()) {
+        // A waker that raced with the switch-out woke a thread still on the
+        // CPU: it is runnable from the switch-out.
+        off.runq_ns = record.time_ns - std::max(woken->second.time_ns, from.time_ns);
         off.waker_tid = woken->second.waker_tid;
       } else if (from.state == 0) {  // preempted: runnable all along
         off.runq_ns = off.duration_ns;
@@ -37,8 +43,8 @@ std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
       made.user_depth = out->second.user_depth;
       interval = std::move(made);
       switched_out_.erase(out);
-      if (woken != woken_.end()) woken_.erase(woken);
     }
+    if (woken != woken_.end()) woken_.erase(woken);
   }
   if (is_target_(event.prev_tgid)) {
     SwitchedOut& out = switched_out_[record.tid];

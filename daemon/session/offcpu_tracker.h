@@ -1,7 +1,8 @@
 // Derives off-CPU intervals from the time-ordered switch and wakeup stream:
 // a target thread's switch-out (with its stacks and state) paired with its
 // next switch-in, and the run-queue wait from its wakeup (or, when it was
-// preempted, from its switch-out) to that switch-in.
+// preempted or woken before it was even off the CPU, from its switch-out)
+// to that switch-in.
 #ifndef LOUPE_DAEMON_SESSION_OFFCPU_TRACKER_H_
 #define LOUPE_DAEMON_SESSION_OFFCPU_TRACKER_H_
 

@@ -76,7 +76,8 @@ Session::Session(SessionOptions options, std::shared_ptr<spdlog::logger> log)
       log_(std::move(log)),
       probe_decoder_(&plan_.probe_names, options_.content_policy),
       reorder_(options_.reorder_window_ns, options_.max_pending_events),
-      offcpu_([this](uint32_t tgid) { return IsTarget(tgid); }) {}
+      offcpu_([this](uint32_t tgid) { return IsTarget(tgid); }),
+      foreign_([this](uint32_t tgid) { return IsTarget(tgid); }) {}
 
 Session::~Session() { Stop().IgnoreError(); }
 
@@ -155,6 +156,7 @@ void Session::WritePreamble(format::SegmentWriter& writer) {
           {.tid = tid, .payload = format::ThreadInfo{pid, thread.ns_tid, thread.name}});
     }
   }
+  for (OwnedEvent& info : foreign_.StartSegment()) writer.AppendPreamble(info.View());
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
@@ -344,6 +346,7 @@ void Session::Loss(LossSource source, LossReason reason, uint64_t count) {
 }
 
 void Session::Release(OwnedEvent& event) {
+  for (OwnedEvent& info : foreign_.Describe(event)) Write(info);
   std::optional<OwnedEvent> interval = offcpu_.Observe(event);
   Track(event);
   operations_.Observe(event.record);

@@ -24,6 +24,7 @@
 #include "daemon/format/segment_writer.h"
 #include "daemon/probes/probe_plan.h"
 #include "daemon/session/content_policy.h"
+#include "daemon/session/foreign_threads.h"
 #include "daemon/session/offcpu_tracker.h"
 #include "daemon/session/operation_tracker.h"
 #include "daemon/session/proc.h"
@@ -112,6 +113,7 @@ class Session {
   ProbeRecordDecoder probe_decoder_;
   ReorderBuffer reorder_;
   OffCpuTracker offcpu_;
+  ForeignThreads foreign_;
   OperationTracker operations_;
   UprobePairer calls_;
   ProbeLosses reported_probe_losses_;

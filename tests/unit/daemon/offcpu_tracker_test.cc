@@ -1,0 +1,135 @@
+// Off-CPU intervals from hand-built switch and wakeup events, replayed in
+// time order as the session releases them.
+#include "daemon/session/offcpu_tracker.h"
+
+#include <gtest/gtest.h>
+
+namespace loupe::session {
+namespace {
+
+constexpr uint32_t kTarget = 100;  // tgid; its threads are 101, 102
+constexpr uint32_t kOther = 500;
+constexpr uint32_t kSleeping = 1;  // TASK_INTERRUPTIBLE
+
+OwnedEvent Switch(uint64_t time_ns, uint32_t prev_tid, uint32_t prev_tgid, uint32_t next_tid,
+                  uint32_t next_tgid, uint32_t prev_state) {
+  OwnedEvent event;
+  event.record = {.time_ns = time_ns,
+                  .tid = prev_tid,
+                  .cpu = 0,
+                  .payload = format::SchedSwitch{next_tid, prev_state}};
+  event.prev_tgid = prev_tgid;
+  event.next_tgid = next_tgid;
+  if (prev_tgid == kTarget) {
+    event.frames = {0x10, 0x20};
+    event.user_depth = 1;
+  }
+  return event;
+}
+
+OwnedEvent Wakeup(uint64_t time_ns, uint32_t waker_tid, uint32_t woken_tid) {
+  OwnedEvent event;
+  event.record = {.time_ns = time_ns,
+                  .tid = waker_tid,
+                  .cpu = 1,
+                  .payload = format::SchedWakeup{.woken_tid = woken_tid}};
+  event.next_tgid = kTarget;
+  return event;
+}
+
+class OffCpuTrackerTest : public ::testing::Test {
+ protected:
+  // The off-CPU intervals the tracker derives from `events`.
+  std::vector<OwnedEvent> Replay(std::vector<OwnedEvent> events) {
+    std::vector<OwnedEvent> intervals;
+    for (OwnedEvent& event : events) {
+      if (std::optional<OwnedEvent> made = tracker_.Observe(event)) {
+        intervals.push_back(*std::move(made));
+      }
+    }
+    return intervals;
+  }
+  OffCpuTracker tracker_{[](uint32_t tgid) { return tgid == kTarget; }};
+};
+
+TEST_F(OffCpuTrackerTest, SleepThenWakeup) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 501, kOther, kSleeping));
+  events.push_back(Wakeup(5000, 102, 101));
+  events.push_back(Switch(7000, 501, kOther, 101, kTarget, 0));
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 1u);
+  const auto& off = std::get<format::OffCpu>(intervals[0].record.payload);
+  EXPECT_EQ(intervals[0].record.tid, 101u);
+  EXPECT_EQ(intervals[0].record.time_ns, 7000u);
+  EXPECT_EQ(off.duration_ns, 6000u);
+  EXPECT_EQ(off.runq_ns, 2000u);
+  EXPECT_EQ(off.waker_tid, 102u);
+  EXPECT_EQ(off.prev_state, kSleeping);
+  EXPECT_EQ(intervals[0].frames, (std::vector<uint64_t>{0x10, 0x20}));
+  EXPECT_EQ(intervals[0].user_depth, 1u);
+  EXPECT_EQ(tracker_.tracked_threads(), 0u);
+}
+
+// The waker ran on another CPU while the thread was still switching out:
+// runnable from the switch-out, and the waker is still its waker.
+TEST_F(OffCpuTrackerTest, WakeupBeforeTheSwitchOutCounts) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 501, kOther, 101, kTarget, 0));  // switch-in
+  events.push_back(Wakeup(3000, 102, 101));
+  events.push_back(Switch(3100, 101, kTarget, 501, kOther, kSleeping));
+  events.push_back(Switch(9100, 501, kOther, 101, kTarget, 0));
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 1u);
+  const auto& off = std::get<format::OffCpu>(intervals[0].record.payload);
+  EXPECT_EQ(off.duration_ns, 6000u);
+  EXPECT_EQ(off.runq_ns, 6000u);
+  EXPECT_EQ(off.waker_tid, 102u);
+}
+
+// A wakeup from before the last switch-in belongs to an interval that has
+// ended: the next sleep is not woken by it.
+TEST_F(OffCpuTrackerTest, WakeupsBeforeTheLastSwitchInAreStale) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Wakeup(500, 102, 101));
+  events.push_back(Switch(1000, 501, kOther, 101, kTarget, 0));  // switch-in
+  events.push_back(Switch(2000, 101, kTarget, 501, kOther, kSleeping));
+  events.push_back(Switch(2500, 501, kOther, 101, kTarget, 0));  // no wakeup seen
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 1u);
+  const auto& off = std::get<format::OffCpu>(intervals[0].record.payload);
+  EXPECT_EQ(off.duration_ns, 500u);
+  EXPECT_EQ(off.runq_ns, 0u);
+  EXPECT_EQ(off.waker_tid, 0u);
+}
+
+TEST_F(OffCpuTrackerTest, PreemptedThreadIsRunnableThroughout) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 501, kOther, 0));
+  events.push_back(Switch(4000, 501, kOther, 101, kTarget, 0));
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 1u);
+  const auto& off = std::get<format::OffCpu>(intervals[0].record.payload);
+  EXPECT_EQ(off.duration_ns, 3000u);
+  EXPECT_EQ(off.runq_ns, 3000u);
+  EXPECT_EQ(off.waker_tid, 0u);
+}
+
+// Switches between two untraced threads (recorded while a target waits)
+// and migrations make no interval and disturb none.
+TEST_F(OffCpuTrackerTest, ForeignSwitchesAndMigrationsPassThrough) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 501, kOther, 0));
+  events.push_back(Switch(2000, 501, kOther, 502, kOther, 0));
+  OwnedEvent migrate;
+  migrate.record = {.time_ns = 2500, .tid = 101, .payload = format::SchedMigrate{0, 1}};
+  migrate.prev_tgid = kTarget;
+  events.push_back(std::move(migrate));
+  events.push_back(Switch(3000, 502, kOther, 101, kTarget, 0));
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 1u);
+  EXPECT_EQ(std::get<format::OffCpu>(intervals[0].record.payload).runq_ns, 2000u);
+}
+
+}  // namespace
+}  // namespace loupe::session
