@@ -1,10 +1,10 @@
-#include "tools/tracectl/latency_histogram.h"
+#include "analysis/latency_histogram.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
-namespace loupe::tracectl {
+namespace loupe::analysis {
 
 // Values below kSubBuckets have a bucket each; above, a power of two is
 // split into kSubBuckets equal parts.
@@ -29,15 +29,23 @@ void LatencyHistogram::Add(uint64_t ns) {
   max_ = std::max(max_, ns);
 }
 
-uint64_t LatencyHistogram::Quantile(double q) const {
-  if (count_ == 0) return 0;
+uint64_t LatencyHistogram::BucketFloor(size_t bucket) {
+  return bucket == 0 ? 0 : BucketValue(bucket - 1) + 1;
+}
+
+size_t LatencyHistogram::QuantileBucket(double q) const {
   const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * count_)));
   uint64_t seen = 0;
   for (size_t bucket = 0; bucket < buckets_.size(); ++bucket) {
     seen += buckets_[bucket];
-    if (seen >= rank) return std::min(BucketValue(bucket), max_);
+    if (seen >= rank) return bucket;
   }
-  return max_;
+  return buckets_.size() - 1;
 }
 
-}  // namespace loupe::tracectl
+uint64_t LatencyHistogram::Quantile(double q) const {
+  if (count_ == 0) return 0;
+  return std::min(BucketValue(QuantileBucket(q)), max_);
+}
+
+}  // namespace loupe::analysis

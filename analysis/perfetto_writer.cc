@@ -1,11 +1,11 @@
-#include "tools/tracectl/perfetto_writer.h"
+#include "analysis/perfetto_writer.h"
 
 #include <fmt/format.h>
 
 #include "absl/hash/hash.h"
 #include "daemon/format/wire.h"
 
-namespace loupe::tracectl {
+namespace loupe::analysis {
 namespace {
 
 constexpr uint32_t kSequence = 1;
@@ -371,4 +371,4 @@ void PerfettoWriter::Add(const format::Record& record) {
   }
 }
 
-}  // namespace loupe::tracectl
+}  // namespace loupe::analysis

@@ -10,8 +10,8 @@
 //     holding that thread's spans of the operation;
 //   - CPU samples as perf samples with interned callstacks;
 //   - a clock snapshot (monotonic as the trace clock, and realtime).
-#ifndef LOUPE_TOOLS_TRACECTL_PERFETTO_WRITER_H_
-#define LOUPE_TOOLS_TRACECTL_PERFETTO_WRITER_H_
+#ifndef LOUPE_ANALYSIS_PERFETTO_WRITER_H_
+#define LOUPE_ANALYSIS_PERFETTO_WRITER_H_
 
 #include <cstdint>
 #include <map>
@@ -22,10 +22,10 @@
 
 #include "daemon/format/record.h"
 #include "perfetto/trace.pb.h"
-#include "tools/tracectl/stack_profile.h"
-#include "tools/tracectl/thread_directory.h"
+#include "analysis/stack_profile.h"
+#include "analysis/thread_directory.h"
 
-namespace loupe::tracectl {
+namespace loupe::analysis {
 
 class PerfettoWriter {
  public:
@@ -73,6 +73,6 @@ class PerfettoWriter {
   std::string buffer_;
 };
 
-}  // namespace loupe::tracectl
+}  // namespace loupe::analysis
 
-#endif  // LOUPE_TOOLS_TRACECTL_PERFETTO_WRITER_H_
+#endif  // LOUPE_ANALYSIS_PERFETTO_WRITER_H_

@@ -1,4 +1,4 @@
-#include "tools/tracectl/pprof_writer.h"
+#include "analysis/pprof_writer.h"
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -8,7 +8,7 @@
 
 #include "pprof/profile.pb.h"
 
-namespace loupe::tracectl {
+namespace loupe::analysis {
 namespace {
 
 class Builder {
@@ -122,17 +122,22 @@ absl::Status WritePprof(const StackProfile& profile, const PprofTimes& times,
   proto.set_duration_nanos(static_cast<int64_t>(times.duration_ns));
   proto.set_default_sample_type(builder.String("cpu"));
   const int64_t pid_key = builder.String("pid");
-  for (const auto& [key, totals] : profile.stacks()) {
-    const auto& [pid, user, kernel] = key;
+  for (uint32_t id = 1; id <= profile.stack_count(); ++id) {
+    const StackKey& key = profile.key(id);
+    const StackTotals& totals = profile.totals(id);
     pprof::Sample* sample = proto.add_sample();
-    for (uint64_t address : kernel) sample->add_location_id(builder.Location(pid, address, true));
-    for (uint64_t address : user) sample->add_location_id(builder.Location(pid, address, false));
+    for (uint64_t address : key.kernel) {
+      sample->add_location_id(builder.Location(key.pid, address, true));
+    }
+    for (uint64_t address : key.user) {
+      sample->add_location_id(builder.Location(key.pid, address, false));
+    }
     sample->add_value(static_cast<int64_t>(totals.samples));
     sample->add_value(static_cast<int64_t>(totals.samples * times.sample_period_ns));
     sample->add_value(static_cast<int64_t>(totals.off_cpu_ns));
     pprof::Label* label = sample->add_label();
     label->set_key(pid_key);
-    label->set_num(pid);
+    label->set_num(key.pid);
   }
   std::string compressed;
   if (absl::Status status = Gzip(proto.SerializeAsString(), &compressed); !status.ok()) {
@@ -145,4 +150,4 @@ absl::Status WritePprof(const StackProfile& profile, const PprofTimes& times,
   return absl::OkStatus();
 }
 
-}  // namespace loupe::tracectl
+}  // namespace loupe::analysis

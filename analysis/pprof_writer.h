@@ -1,16 +1,16 @@
 // A StackProfile as a gzip-compressed pprof profile: sample types
 // samples/count, cpu/nanoseconds and offcpu/nanoseconds; one location per
 // address with its inlined lines; mappings with build ids.
-#ifndef LOUPE_TOOLS_TRACECTL_PPROF_WRITER_H_
-#define LOUPE_TOOLS_TRACECTL_PPROF_WRITER_H_
+#ifndef LOUPE_ANALYSIS_PPROF_WRITER_H_
+#define LOUPE_ANALYSIS_PPROF_WRITER_H_
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
-#include "tools/tracectl/stack_profile.h"
+#include "analysis/stack_profile.h"
 
-namespace loupe::tracectl {
+namespace loupe::analysis {
 
 struct PprofTimes {
   uint64_t start_realtime_ns = 0;
@@ -21,6 +21,6 @@ struct PprofTimes {
 absl::Status WritePprof(const StackProfile& profile, const PprofTimes& times,
                         const std::string& path);
 
-}  // namespace loupe::tracectl
+}  // namespace loupe::analysis
 
-#endif  // LOUPE_TOOLS_TRACECTL_PPROF_WRITER_H_
+#endif  // LOUPE_ANALYSIS_PPROF_WRITER_H_

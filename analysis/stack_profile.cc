@@ -1,24 +1,64 @@
-#include "tools/tracectl/stack_profile.h"
+#include "analysis/stack_profile.h"
 
 #include <fmt/format.h>
 
-namespace loupe::tracectl {
+#include <algorithm>
 
-void StackProfile::Add(const format::Record& record) {
+#include "absl/hash/hash.h"
+
+namespace loupe::analysis {
+namespace {
+
+bool IsSystemPath(std::string_view path) {
+  return path.starts_with("/lib/") || path.starts_with("/usr/lib/") ||
+         path.starts_with("/lib64/") || path.starts_with("/usr/lib64/") ||
+         path.find("/ld-linux") != std::string_view::npos;
+}
+
+}  // namespace
+
+bool IsTracerFrame(const NamedFrame& frame) {
+  const std::string& f = frame.function;
+  return frame.kernel && (f.starts_with("bpf_prog_") || f.starts_with("bpf_trace_run") ||
+                          f.starts_with("__traceiter_") || f.starts_with("__bpf_trace_") ||
+                          f.starts_with("bpf_get_stack") || f.starts_with("__bpf_get_stack"));
+}
+
+uint32_t StackProfile::Intern(uint32_t pid, format::Stack user, format::Stack kernel) {
+  if (user.empty() && kernel.empty()) return kNoStack;
+  const uint64_t hash = absl::HashOf(pid, absl::MakeConstSpan(user.data(), user.size()),
+                                     absl::MakeConstSpan(kernel.data(), kernel.size()));
+  auto [first, added] = ids_by_hash_.try_emplace(hash, 0);
+  for (uint32_t id = first->second; id != 0; id = next_with_hash_[id]) {
+    const StackKey& key = keys_[id];
+    if (key.pid == pid && std::ranges::equal(key.user, user) &&
+        std::ranges::equal(key.kernel, kernel)) {
+      return id;
+    }
+  }
+  const uint32_t id = static_cast<uint32_t>(keys_.size());
+  keys_.push_back({pid, {user.begin(), user.end()}, {kernel.begin(), kernel.end()}});
+  totals_.emplace_back();
+  next_with_hash_.push_back(first->second);
+  first->second = id;
+  return id;
+}
+
+uint32_t StackProfile::Add(const format::Record& record) {
   using namespace format;
   threads_.Observe(record);
   if (const auto* sample = std::get_if<CpuSample>(&record.payload)) {
     ++samples_;
-    Key key{threads_.PidOf(record.tid),
-            {sample->user_stack.begin(), sample->user_stack.end()},
-            {sample->kernel_stack.begin(), sample->kernel_stack.end()}};
-    ++stacks_[std::move(key)].samples;
-  } else if (const auto* off = std::get_if<OffCpu>(&record.payload)) {
-    Key key{threads_.PidOf(record.tid),
-            {off->user_stack.begin(), off->user_stack.end()},
-            {off->kernel_stack.begin(), off->kernel_stack.end()}};
-    stacks_[std::move(key)].off_cpu_ns += off->duration_ns;
+    const uint32_t id = Intern(threads_.PidOf(record.tid), sample->user_stack, sample->kernel_stack);
+    ++totals_[id].samples;
+    return id;
   }
+  if (const auto* off = std::get_if<OffCpu>(&record.payload)) {
+    const uint32_t id = Intern(threads_.PidOf(record.tid), off->user_stack, off->kernel_stack);
+    totals_[id].off_cpu_ns += off->duration_ns;
+    return id;
+  }
+  return kNoStack;
 }
 
 void StackProfile::AddSymbols(const v1::SymbolTable& table) {
@@ -26,9 +66,16 @@ void StackProfile::AddSymbols(const v1::SymbolTable& table) {
   mappings_.insert(mappings_.end(), table.mappings().begin(), table.mappings().end());
   for (const auto& address : table.addresses()) {
     Symbol symbol;
-    if (address.mapping() != 0) symbol.mapping = base + static_cast<int>(address.mapping()) - 1;
+    bool system = false;
+    if (address.mapping() != 0) {
+      symbol.mapping = base + static_cast<int>(address.mapping()) - 1;
+      if (symbol.mapping < static_cast<int>(mappings_.size())) {
+        system = IsSystemPath(mappings_[symbol.mapping].path());
+      }
+    }
     for (const auto& frame : address.frames()) {
-      symbol.frames.push_back({frame.function(), frame.file(), frame.line(), address.pid() == 0});
+      symbol.frames.push_back(
+          {frame.function(), frame.file(), frame.line(), address.pid() == 0, system});
     }
     symbols_[{address.pid(), address.address()}] = std::move(symbol);
   }
@@ -55,29 +102,26 @@ std::vector<NamedFrame> StackProfile::Frames(uint32_t pid, uint64_t address, boo
   if (const v1::SymbolTable::Mapping* mapping = kernel ? nullptr : MappingOf(pid, address)) {
     const std::string& path = mapping->path();
     return {{fmt::format("{}+{:#x}", path.substr(path.rfind('/') + 1),
-                         address - mapping->start() + mapping->file_offset())}};
+                         address - mapping->start() + mapping->file_offset()),
+             "", 0, false, IsSystemPath(path)}};
   }
   return {{fmt::format("{:#x}", address), "", 0, kernel}};
 }
 
-std::vector<NamedFrame> StackProfile::StackFrames(const Key& key) const {
-  const auto& [pid, user, kernel] = key;
+std::vector<NamedFrame> StackProfile::StackFrames(uint32_t id) const {
   std::vector<NamedFrame> frames;
-  for (uint64_t address : kernel) {
-    for (NamedFrame& frame : Frames(pid, address, true)) {
-      // The tracer's own frames (the BPF program taking the stack) say
-      // nothing about the traced thread.
-      const bool tracer = frame.function.starts_with("bpf_prog_") ||
-                          frame.function.starts_with("bpf_trace_run");
-      if (tracer && frames.empty()) continue;
+  if (id == kNoStack || id >= keys_.size()) return frames;
+  const StackKey& key = keys_[id];
+  for (uint64_t address : key.kernel) {
+    for (NamedFrame& frame : Frames(key.pid, address, true)) {
       frame.kernel = true;
-      frames.push_back(std::move(frame));
+      if (!IsTracerFrame(frame)) frames.push_back(std::move(frame));
     }
   }
-  for (uint64_t address : user) {
-    for (NamedFrame& frame : Frames(pid, address, false)) frames.push_back(std::move(frame));
+  for (uint64_t address : key.user) {
+    for (NamedFrame& frame : Frames(key.pid, address, false)) frames.push_back(std::move(frame));
   }
   return frames;
 }
 
-}  // namespace loupe::tracectl
+}  // namespace loupe::analysis

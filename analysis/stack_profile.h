@@ -1,28 +1,29 @@
-// A trace's stacks, aggregated while it streams by: per distinct (process,
-// user stack, kernel stack) the CPU samples that hit it and the off-CPU
-// time spent in it; and the names for its frames, from the symbol tables of
-// the segments (known once each is read). Memory grows with distinct stacks
-// and addresses, not with the length of the trace.
-#ifndef LOUPE_TOOLS_TRACECTL_STACK_PROFILE_H_
-#define LOUPE_TOOLS_TRACECTL_STACK_PROFILE_H_
+// A trace's stacks, interned as they stream by: each distinct (process, user
+// stack, kernel stack) gets a dense id, with the CPU samples that hit it and
+// the off-CPU time spent in it; and the names of frames, from the symbol
+// tables of the segments (known once each is read). Memory grows with
+// distinct stacks and addresses, not with the length of the trace.
+#ifndef LOUPE_ANALYSIS_STACK_PROFILE_H_
+#define LOUPE_ANALYSIS_STACK_PROFILE_H_
 
 #include <cstdint>
 #include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "analysis/thread_directory.h"
 #include "daemon/format/record.h"
 #include "loupe/v1/trace.pb.h"
-#include "tools/tracectl/thread_directory.h"
 
-namespace loupe::tracectl {
+namespace loupe::analysis {
 
 struct NamedFrame {
   std::string function;  // a fallback ("libc.so.6+0x1234", "0xffff…") when unknown
   std::string file;
   uint32_t line = 0;
   bool kernel = false;
+  bool system = false;  // from a system library (/lib, /usr/lib): not the application's code
 };
 
 struct StackTotals {
@@ -30,23 +31,36 @@ struct StackTotals {
   uint64_t off_cpu_ns = 0;
 };
 
+struct StackKey {
+  uint32_t pid = 0;
+  std::vector<uint64_t> user;    // innermost first
+  std::vector<uint64_t> kernel;  // innermost first
+};
+
 class StackProfile {
  public:
-  using Key = std::tuple<uint32_t, std::vector<uint64_t>, std::vector<uint64_t>>;  // pid, user, kernel
+  static constexpr uint32_t kNoStack = 0;
 
-  // Feed every record in time order.
-  void Add(const format::Record& record);
+  // Feed every record in time order. Returns the stack id of a CPU sample or
+  // an off-CPU interval (kNoStack for other records and empty stacks).
+  uint32_t Add(const format::Record& record);
   // Feed every segment's symbol table.
   void AddSymbols(const v1::SymbolTable& table);
+  // The id of a stack, interning it if new.
+  uint32_t Intern(uint32_t pid, format::Stack user, format::Stack kernel);
 
-  const std::map<Key, StackTotals>& stacks() const { return stacks_; }
+  // Ids run from 1 to stack_count().
+  size_t stack_count() const { return keys_.size() - 1; }
+  const StackKey& key(uint32_t id) const { return keys_[id]; }
+  const StackTotals& totals(uint32_t id) const { return totals_[id]; }
   uint64_t samples() const { return samples_; }
   std::string ProcessName(uint32_t pid) const { return threads_.ProcessName(pid); }
   const ThreadDirectory& threads() const { return threads_; }
   // The frames of one address, innermost (inlined) first.
   std::vector<NamedFrame> Frames(uint32_t pid, uint64_t address, bool kernel) const;
-  // Every frame of a stack, innermost first: kernel frames, then user frames.
-  std::vector<NamedFrame> StackFrames(const Key& key) const;
+  // Every frame of a stack, innermost first: kernel frames, then user
+  // frames; the tracer's own frames left out.
+  std::vector<NamedFrame> StackFrames(uint32_t id) const;
   // The mapping of a user address, or nullptr.
   const v1::SymbolTable::Mapping* MappingOf(uint32_t pid, uint64_t address) const;
 
@@ -55,13 +69,20 @@ class StackProfile {
     std::vector<NamedFrame> frames;
     int mapping = -1;  // into mappings_
   };
-  std::map<Key, StackTotals> stacks_;
+  std::vector<StackKey> keys_ = std::vector<StackKey>(1);  // id 0: none
+  std::vector<StackTotals> totals_ = std::vector<StackTotals>(1);
+  absl::flat_hash_map<uint64_t, uint32_t> ids_by_hash_;  // first id with that hash
+  std::vector<uint32_t> next_with_hash_ = std::vector<uint32_t>(1);
   uint64_t samples_ = 0;
   ThreadDirectory threads_;
   std::map<std::pair<uint32_t, uint64_t>, Symbol> symbols_;  // (pid, address); pid 0: kernel
   std::vector<v1::SymbolTable::Mapping> mappings_;
 };
 
-}  // namespace loupe::tracectl
+// Frames of the tracer itself (the BPF program taking the stack, the
+// tracepoint that called it): they say nothing about the traced thread.
+bool IsTracerFrame(const NamedFrame& frame);
 
-#endif  // LOUPE_TOOLS_TRACECTL_STACK_PROFILE_H_
+}  // namespace loupe::analysis
+
+#endif  // LOUPE_ANALYSIS_STACK_PROFILE_H_

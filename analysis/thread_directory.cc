@@ -1,13 +1,18 @@
-#include "tools/tracectl/thread_directory.h"
+#include "analysis/thread_directory.h"
 
 #include <fmt/format.h>
 
-namespace loupe::tracectl {
+namespace loupe::analysis {
 
 bool ThreadDirectory::Observe(const format::Record& record) {
   using namespace format;
   if (const auto* thread = std::get_if<ThreadInfo>(&record.payload)) {
     pid_of_[record.tid] = thread->pid;
+    if (thread->foreign) {
+      foreign_[record.tid] = std::string(thread->process_name);
+    } else {
+      foreign_.erase(record.tid);
+    }
     std::string& name = thread_names_[record.tid];
     if (name == thread->name) return false;
     name = std::string(thread->name);
@@ -45,9 +50,16 @@ std::string ThreadDirectory::ProcessName(uint32_t pid) const {
                                                            : fmt::format("pid {}", pid);
 }
 
+std::string ThreadDirectory::ProcessNameOf(uint32_t tid) const {
+  if (auto it = foreign_.find(tid); it != foreign_.end()) {
+    return it->second.empty() ? fmt::format("pid {}", PidOf(tid)) : it->second;
+  }
+  return ProcessName(PidOf(tid));
+}
+
 std::string ThreadDirectory::ThreadName(uint32_t tid) const {
   auto it = thread_names_.find(tid);
   return it != thread_names_.end() ? it->second : "";
 }
 
-}  // namespace loupe::tracectl
+}  // namespace loupe::analysis

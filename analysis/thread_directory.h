@@ -1,16 +1,19 @@
 // Who is who in a trace, followed as records stream by: the process of each
-// thread (preamble thread_info, new threads from forks) and the names of
-// processes and threads.
-#ifndef LOUPE_TOOLS_TRACECTL_THREAD_DIRECTORY_H_
-#define LOUPE_TOOLS_TRACECTL_THREAD_DIRECTORY_H_
+// thread (preamble thread_info, new threads from forks), the names of
+// processes and threads, and which threads are traced rather than foreign
+// (of another process, named only because they held a CPU a traced thread
+// waited for).
+#ifndef LOUPE_ANALYSIS_THREAD_DIRECTORY_H_
+#define LOUPE_ANALYSIS_THREAD_DIRECTORY_H_
 
 #include <cstdint>
 #include <map>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/format/record.h"
 
-namespace loupe::tracectl {
+namespace loupe::analysis {
 
 class ThreadDirectory {
  public:
@@ -18,15 +21,24 @@ class ThreadDirectory {
   bool Observe(const format::Record& record);
   uint32_t PidOf(uint32_t tid) const;  // the tid itself when unknown
   bool Known(uint32_t tid) const { return pid_of_.contains(tid); }
+  // Known and not foreign: its switches, wakeups and samples are all in the trace.
+  bool Traced(uint32_t tid) const {
+    return tid != 0 && Known(tid) && (foreign_.empty() || !foreign_.contains(tid));
+  }
+  bool Foreign(uint32_t tid) const { return foreign_.contains(tid); }
   std::string ProcessName(uint32_t pid) const;  // "pid N" when unknown
   std::string ThreadName(uint32_t tid) const;   // "" when unknown
+  // The process of a thread by name, foreign ones included.
+  std::string ProcessNameOf(uint32_t tid) const;
 
  private:
-  std::map<uint32_t, uint32_t> pid_of_;
+  // Looked up per event: hash maps.
+  absl::flat_hash_map<uint32_t, uint32_t> pid_of_;
   std::map<uint32_t, std::string> process_names_;
   std::map<uint32_t, std::string> thread_names_;
+  absl::flat_hash_map<uint32_t, std::string> foreign_;  // tid -> its process's name
 };
 
-}  // namespace loupe::tracectl
+}  // namespace loupe::analysis
 
-#endif  // LOUPE_TOOLS_TRACECTL_THREAD_DIRECTORY_H_
+#endif  // LOUPE_ANALYSIS_THREAD_DIRECTORY_H_

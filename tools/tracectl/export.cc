@@ -10,11 +10,17 @@
 #include "daemon/format/record_json.h"
 #include "daemon/format/trace_reader.h"
 #include "tools/tracectl/exit_codes.h"
-#include "tools/tracectl/perfetto_writer.h"
-#include "tools/tracectl/pprof_writer.h"
-#include "tools/tracectl/stack_profile.h"
+#include "analysis/perfetto_writer.h"
+#include "analysis/pprof_writer.h"
+#include "analysis/stack_profile.h"
 
 namespace loupe::tracectl {
+
+using analysis::NamedFrame;
+using analysis::PerfettoWriter;
+using analysis::PprofTimes;
+using analysis::StackProfile;
+using analysis::StackTotals;
 namespace {
 
 // "-" is standard output.
@@ -52,11 +58,12 @@ absl::Status ExportJson(format::TraceReader& trace, const std::string& path) {
 // Kernel frames end in "_[k]", as perf's collapsers write them.
 absl::Status ExportFolded(const StackProfile& profile, bool off_cpu, const std::string& path) {
   Output output(path);
-  for (const auto& [key, totals] : profile.stacks()) {
+  for (uint32_t id = 1; id <= profile.stack_count(); ++id) {
+    const StackTotals& totals = profile.totals(id);
     const uint64_t value = off_cpu ? totals.off_cpu_ns / 1000 : totals.samples;
     if (value == 0) continue;
-    std::string line = profile.ProcessName(std::get<0>(key));
-    const std::vector<NamedFrame> frames = profile.StackFrames(key);
+    std::string line = profile.ProcessName(profile.key(id).pid);
+    const std::vector<NamedFrame> frames = profile.StackFrames(id);
     for (auto frame = frames.rbegin(); frame != frames.rend(); ++frame) {
       line += ';';
       for (char c : frame->function) line += c == ';' ? ':' : c;

@@ -1,0 +1,51 @@
+#include "analysis/anatomy.h"
+
+namespace loupe::analysis {
+
+void Anatomy::AddInterval(const StateInterval& interval, uint64_t ns) {
+  switch (interval.state) {
+    case ThreadState::kRunning:
+      on_cpu_ns += ns;
+      break;
+    case ThreadState::kBlocked:
+      blocked_ns += ns;
+      blocked.Add(EvidenceKey(interval.stack, interval.prev_state), ns);
+      if (interval.wake.seen) {
+        wakers.Add(WakerKey(interval.wake.tid, interval.wake.context), ns);
+        if (interval.wake.doing_stack != 0) {
+          waker_doing.Add(uint64_t{interval.wake.tid} << 32 | interval.wake.doing_stack, ns);
+        }
+      }
+      break;
+    case ThreadState::kRunnable:
+      runq_ns += ns;
+      for (const Holder& holder : interval.holders) holders.Add(holder.tid, holder.ns);
+      break;
+    case ThreadState::kUnknown:
+      break;
+  }
+}
+
+void Anatomy::AddSample(uint32_t stack, bool kernel) {
+  ++(kernel ? kernel_samples : user_samples);
+  if (stack != 0) samples.Add(stack, 1);
+}
+
+void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
+  count += other.count;
+  duration_ns += other.duration_ns;
+  on_cpu_ns += other.on_cpu_ns;
+  runq_ns += other.runq_ns;
+  blocked_ns += other.blocked_ns;
+  if (!with_evidence) return;
+  blocked.Merge(other.blocked);
+  evidence_count += other.evidence_count;
+  user_samples += other.user_samples;
+  kernel_samples += other.kernel_samples;
+  holders.Merge(other.holders);
+  wakers.Merge(other.wakers);
+  waker_doing.Merge(other.waker_doing);
+  samples.Merge(other.samples);
+}
+
+}  // namespace loupe::analysis

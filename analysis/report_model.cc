@@ -1,0 +1,465 @@
+#include "analysis/report_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace loupe::analysis {
+namespace {
+
+constexpr size_t kMaxOpenPerThread = 64;
+constexpr size_t kRows = 5;  // evidence rows per breakdown
+// How often the p90 so far is looked at, and how far below it (in latency
+// buckets: 64 per power of two, so here a factor of 2) a request still
+// keeps its evidence: if the final p90 falls lower, the report says the
+// evidence covers fewer requests than the times do.
+constexpr uint64_t kEvidenceEvery = 256;
+constexpr size_t kEvidenceMargin = 64;
+
+template <typename Map>
+auto Largest(const Map& map, size_t n) {
+  std::vector<std::pair<typename Map::key_type, uint64_t>> rows(map.begin(), map.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (rows.size() > n) rows.resize(n);
+  return rows;
+}
+
+std::string Percent(double share) { return fmt::format("{:.0f} %", share * 100); }
+
+}  // namespace
+
+ReportModel::ReportModel(ReportOptions options)
+    : options_(std::move(options)),
+      timeline_(stacks_.threads(), [this](const StateInterval& interval) { OnInterval(interval); }),
+      kinds_(options_.pairs) {}
+
+void ReportModel::AddHeader(const v1::SegmentHeader& header) {
+  kinds_.AddHeader(header);
+  if (auto hz = header.config().find("sample_hz"); hz != header.config().end()) {
+    sample_hz_ = static_cast<uint32_t>(std::strtoul(hz->second.c_str(), nullptr, 10));
+  }
+}
+
+ThreadName ReportModel::NameOf(uint32_t tid) const {
+  const ThreadDirectory& directory = stacks_.threads();
+  if (tid == 0) return {0, 0, "idle", "the CPU was idle or waking up"};
+  ThreadName name{tid, directory.PidOf(tid), directory.ThreadName(tid),
+                  directory.ProcessNameOf(tid)};
+  if (name.thread.empty()) name.thread = fmt::format("tid {}", tid);
+  return name;
+}
+
+bool ReportModel::Wanted(const format::Record& record, const RequestMark& mark) const {
+  if (options_.pid && stacks_.threads().PidOf(record.tid) != *options_.pid) return false;
+  const uint64_t at = record.time_ns - first_ns_;
+  if (at < options_.since_ns || at > options_.until_ns) return false;
+  return !options_.operation || mark.operation_id == *options_.operation;
+}
+
+void ReportModel::Add(const format::Record& record) {
+  if (first_ns_ == 0) first_ns_ = record.time_ns;
+  last_ns_ = std::max(last_ns_, record.time_ns);
+  const uint32_t stack = stacks_.Add(record);
+  if (const auto* sample = std::get_if<format::CpuSample>(&record.payload)) {
+    if (stacks_.threads().Traced(record.tid) &&
+        (!options_.pid || stacks_.threads().PidOf(record.tid) == *options_.pid)) {
+      accounts_[record.tid].ledger.AddSample(stack, !sample->kernel_stack.empty());
+    }
+  } else if (const auto* usdt = std::get_if<format::UsdtEvent>(&record.payload)) {
+    ++usdt_[std::string(usdt->probe)];
+  }
+  timeline_.Add(record, stack);
+  const RequestMark mark = kinds_.Mark(record);
+  if (mark.type == RequestMark::kBegin) {
+    if (Wanted(record, mark)) Begin(record, mark);
+  } else if (mark.type == RequestMark::kEnd) {
+    End(record, mark);
+  }
+}
+
+// Running time up to `now` joins the requests open on the thread and its
+// totals: called before requests open or close, and when running ends.
+void ReportModel::Settle(uint32_t tid, ThreadAccount& account, uint64_t now) {
+  if (timeline_.state(tid) != ThreadState::kRunning) return;
+  const uint64_t from = std::max(account.settled_until, timeline_.since(tid));
+  account.settled_until = now;
+  if (now <= from) return;
+  const uint64_t ns = now - from;
+  StateInterval running{.tid = tid, .state = ThreadState::kRunning, .begin_ns = from, .end_ns = now};
+  account.ledger.AddInterval(running, ns);
+}
+
+void ReportModel::OnInterval(const StateInterval& interval) {
+  if (options_.pid && stacks_.threads().PidOf(interval.tid) != *options_.pid) return;
+  ThreadAccount& account = accounts_[interval.tid];
+  if (interval.state == ThreadState::kRunning) {
+    const uint64_t from = std::max(account.settled_until, interval.begin_ns);
+    account.settled_until = std::max(account.settled_until, interval.end_ns);
+    if (interval.end_ns <= from) return;
+    account.ledger.AddInterval(interval, interval.end_ns - from);
+    return;
+  }
+  // Off CPU, no request can have opened or closed: each open one holds it whole.
+  account.ledger.AddInterval(interval, interval.ns());
+}
+
+void ReportModel::Begin(const format::Record& record, const RequestMark& mark) {
+  ThreadAccount& account = accounts_[record.tid];
+  timeline_.Flush(record.tid);
+  Settle(record.tid, account, record.time_ns);
+  if (kind_stats_.size() < kinds_.kinds().size()) kind_stats_.resize(kinds_.kinds().size());
+  if (account.open.size() >= kMaxOpenPerThread) {
+    ++kind_stats_[mark.kind].unpaired_begins;
+    return;
+  }
+  account.open.push_back({mark.kind, mark.key, record.time_ns,
+                          {mark.args.begin(), mark.args.end()}, account.ledger.Now()});
+  account.ledger.Open();
+}
+
+void ReportModel::End(const format::Record& record, const RequestMark& mark) {
+  auto it = accounts_.find(record.tid);
+  auto matches = [&](const OpenRequest& open) {
+    return open.key == mark.key && (mark.kind == UINT32_MAX || open.kind == mark.kind);
+  };
+  if (it == accounts_.end() ||
+      std::find_if(it->second.open.begin(), it->second.open.end(), matches) == it->second.open.end()) {
+    // Begun before the trace (or filtered out): only a kind's own end is counted.
+    if (mark.kind != UINT32_MAX && Wanted(record, mark)) {
+      if (kind_stats_.size() < kinds_.kinds().size()) kind_stats_.resize(kinds_.kinds().size());
+      ++kind_stats_[mark.kind].unpaired_ends;
+    }
+    return;
+  }
+  ThreadAccount& account = it->second;
+  timeline_.Flush(record.tid);
+  Settle(record.tid, account, record.time_ns);
+  auto open = std::find_if(account.open.rbegin(), account.open.rend(), matches);
+  // Requests opened inside it and never closed end with it, unpaired.
+  for (auto inner = account.open.rbegin(); inner != open; ++inner) {
+    ++kind_stats_[inner->kind].unpaired_begins;
+  }
+  OpenRequest request = std::move(*open);
+  const size_t closed = static_cast<size_t>(std::distance(account.open.rbegin(), open)) + 1;
+  account.open.erase(std::next(open).base(), account.open.end());
+
+  const uint64_t duration = record.time_ns - request.begin_ns;
+  KindStats& stats = kind_stats_[request.kind];
+  stats.latency.Add(duration);
+  auto add_to = [&](Anatomy* into, bool evidence) {
+    into->count += 1;
+    into->duration_ns += duration;
+    account.ledger.AddSince(request.mark, into, evidence);
+  };
+  if (options_.slow_ns) {
+    if (duration >= *options_.slow_ns) add_to(&stats.over_threshold, true);
+  } else {
+    const size_t bucket = LatencyHistogram::Bucket(duration);
+    const bool evidence = bucket >= stats.evidence_from;
+    std::unique_ptr<Anatomy>& slot = stats.by_bucket[bucket];
+    if (!slot) slot = std::make_unique<Anatomy>();
+    add_to(slot.get(), evidence);
+    if (stats.latency.count() % kEvidenceEvery == 0) {
+      const size_t p90 = stats.latency.QuantileBucket(0.9);
+      stats.evidence_from = p90 > kEvidenceMargin ? p90 - kEvidenceMargin : 0;
+    }
+  }
+  if (Slowest(duration)) {
+    Finished finished{request.kind, record.tid, request.begin_ns, duration, std::move(request.args), {}};
+    add_to(&finished.anatomy, true);
+    Keep(std::move(finished));
+  }
+  for (size_t i = 0; i < closed; ++i) account.ledger.Close();
+}
+
+// The slowest requests, with room for the ones of the same extent (a span
+// inside an operation inside a uprobe'd call) that are folded together.
+bool ReportModel::Slowest(uint64_t duration_ns) const {
+  return finished_.size() < 4 * options_.list + 8 || duration_ns > finished_.back().duration_ns;
+}
+
+void ReportModel::Keep(Finished finished) {
+  const size_t room = 4 * options_.list + 8;
+  auto at = std::upper_bound(finished_.begin(), finished_.end(), finished.duration_ns,
+                             [](uint64_t d, const Finished& f) { return d > f.duration_ns; });
+  finished_.insert(at, std::move(finished));
+  if (finished_.size() > room) finished_.pop_back();
+}
+
+std::string ReportModel::WaitOf(uint64_t evidence) {
+  auto [it, added] = wait_of_.try_emplace(evidence);
+  if (added) {
+    std::vector<NamedFrame> kernel, user;
+    for (NamedFrame& frame : stacks_.StackFrames(EvidenceStack(evidence))) {
+      (frame.kernel ? kernel : user).push_back(std::move(frame));
+    }
+    it->second = std::string(WaitClassName(ClassifyWait(EvidenceState(evidence), kernel, user).wait));
+  }
+  return it->second;
+}
+
+std::string ReportModel::InnermostApplicationFunction(uint32_t stack) const {
+  const std::vector<NamedFrame> frames = stacks_.StackFrames(stack);
+  for (const NamedFrame& frame : frames) {
+    if (!frame.kernel && !frame.system) return frame.function;
+  }
+  for (const NamedFrame& frame : frames) {
+    if (!frame.kernel) return frame.function;
+  }
+  return frames.empty() ? "" : frames.front().function;
+}
+
+Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
+  Breakdown b;
+  b.count = a.count;
+  b.evidence_count = a.evidence_count;
+  b.duration_ns = a.duration_ns;
+  b.on_cpu_ns = a.on_cpu_ns;
+  b.runq_ns = a.runq_ns;
+  b.unaccounted_ns = a.unaccounted_ns();
+  b.user_samples = a.user_samples;
+  b.kernel_samples = a.kernel_samples;
+  std::map<std::string, std::map<uint32_t, uint64_t>> stacks_by_wait;
+  a.blocked.ForEach([&](uint64_t evidence, uint64_t ns) {
+    const std::string wait = WaitOf(evidence);
+    b.off_cpu_ns[wait] += ns;
+    (wait == "sleep" ? b.sleep_ns : b.blocked_ns) += ns;
+    stacks_by_wait[wait][EvidenceStack(evidence)] += ns;
+  });
+  // Blocked time of requests whose evidence was not kept: its class is unknown.
+  if (const uint64_t classified = b.blocked_ns + b.sleep_ns; a.blocked_ns > classified) {
+    b.off_cpu_ns["unclassified"] += a.blocked_ns - classified;
+    b.blocked_ns += a.blocked_ns - classified;
+  }
+  // Blocking stacks: the application's frames whole, of the kernel's only
+  // the one that told what the wait was.
+  std::vector<StackShare> shares;
+  for (const auto& [wait, stacks] : stacks_by_wait) {
+    for (const auto& [stack, ns] : stacks) {
+      StackShare share{wait, ns, {}, InnermostApplicationFunction(stack)};
+      std::vector<NamedFrame> kernel, user;
+      for (NamedFrame& frame : stacks_.StackFrames(stack)) {
+        (frame.kernel ? kernel : user).push_back(std::move(frame));
+      }
+      const Classified why = ClassifyWait(0, kernel, user);
+      if (why.deciding_frame >= 0) share.frames.push_back(kernel[why.deciding_frame]);
+      share.frames.insert(share.frames.end(), user.begin(), user.end());
+      if (user.empty() && why.deciding_frame < 0) share.frames = kernel;
+      shares.push_back(std::move(share));
+    }
+  }
+  std::sort(shares.begin(), shares.end(),
+            [](const StackShare& x, const StackShare& y) { return x.ns > y.ns; });
+  if (shares.size() > kRows) shares.resize(kRows);
+  b.stacks = std::move(shares);
+
+  const std::pair<const char*, uint64_t> parts[] = {{"on_cpu", b.on_cpu_ns},
+                                                    {"blocked", b.blocked_ns},
+                                                    {"sleep", b.sleep_ns},
+                                                    {"runqueue", b.runq_ns},
+                                                    {"unaccounted", b.unaccounted_ns}};
+  uint64_t most = 0;
+  for (const auto& [name, ns] : parts) {
+    if (ns > most) most = ns, b.dominant = name;
+  }
+  if (b.dominant == "blocked") {
+    uint64_t largest = 0;
+    for (const auto& [wait, ns] : b.off_cpu_ns) {
+      if (wait != "sleep" && ns > largest) largest = ns, b.dominant_class = wait;
+    }
+  }
+
+  std::map<std::string, uint64_t> functions;
+  a.samples.ForEach([&](uint32_t stack, uint64_t n) {
+    const std::vector<NamedFrame> frames = stacks_.StackFrames(stack);
+    if (!frames.empty()) functions[frames.front().function] += n;
+  });
+  b.functions = Largest(functions, kRows);
+  for (const auto& [tid, ns] : a.holders.Largest(kRows)) b.holders.push_back({NameOf(tid), ns});
+  absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint64_t>> doing;  // tid -> best (stack, ns)
+  a.waker_doing.ForEach([&](uint64_t key, uint64_t ns) {
+    auto& best = doing[static_cast<uint32_t>(key >> 32)];
+    if (ns > best.second) best = {static_cast<uint32_t>(key), ns};
+  });
+  for (const auto& [key, ns] : a.wakers.Largest(kRows)) {
+    const uint32_t tid = static_cast<uint32_t>(key >> 8);
+    const auto context = static_cast<format::WakerContext>(key & 0xff);
+    Breakdown::Waker waker{NameOf(tid), std::string(format::WakerContextName(context)), ns, ""};
+    if (context != format::WakerContext::kTask) {
+      waker.who = {0, 0, std::string(format::WakerContextName(context)),
+                   fmt::format("interrupting tid {}", tid)};
+    } else if (auto it = doing.find(tid); it != doing.end()) {
+      waker.doing = InnermostApplicationFunction(it->second.first);
+    }
+    b.wakers.push_back(std::move(waker));
+  }
+  b.sentence = Sentence(b, short_name);
+  return b;
+}
+
+// One plain sentence: what the time was, where in the code, and who else
+// was involved.
+std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_name) const {
+  if (b.duration_ns == 0) return "";
+  const std::string head = fmt::format("slow {}: ", short_name);
+  const StackShare* stack = nullptr;
+  for (const StackShare& s : b.stacks) {
+    if ((b.dominant == "sleep") == (s.wait == "sleep") &&
+        (b.dominant_class.empty() || s.wait == b.dominant_class || b.dominant == "sleep")) {
+      stack = &s;
+      break;
+    }
+  }
+  const std::string where = stack && !stack->function.empty() ? " in " + stack->function : "";
+  const Breakdown::Waker* waker = b.wakers.empty() ? nullptr : &b.wakers.front();
+  auto by = [&](std::string_view verb) -> std::string {
+    if (!waker) return "";
+    if (waker->context != "task") return fmt::format(", woken by {}", waker->context == "timer" ? "a timer" : waker->context);
+    return fmt::format(", {} {}{}", verb, waker->who.thread,
+                       waker->doing.empty() ? "" : " in " + waker->doing);
+  };
+  if (b.dominant == "on_cpu") {
+    const std::string hot = b.functions.empty() ? "" : fmt::format(", mostly in {} (sampled)", b.functions.front().first);
+    return fmt::format("{}{} on CPU{}", head, Percent(b.Share(b.on_cpu_ns)), hot);
+  }
+  if (b.dominant == "runqueue") {
+    std::string holder;
+    if (!b.holders.empty()) {
+      const auto& [who, ns] = b.holders.front();
+      holder = fmt::format(", the CPU held by {} ({})", who.thread, who.process);
+    }
+    return fmt::format("{}{} waiting for a CPU{}", head, Percent(b.Share(b.runq_ns)), holder);
+  }
+  if (b.dominant == "sleep") {
+    return fmt::format("{}{} sleeping{}{}", head, Percent(b.Share(b.sleep_ns)), where, by("woken by"));
+  }
+  if (b.dominant == "unaccounted") {
+    return fmt::format("{}{} unaccounted (the trace has no scheduler records for that time)", head,
+                       Percent(b.Share(b.unaccounted_ns)));
+  }
+  WaitClass wait = WaitClass::kOther;
+  for (int i = 0; i < kWaitClassCount; ++i) {
+    if (WaitClassName(static_cast<WaitClass>(i)) == b.dominant_class) wait = static_cast<WaitClass>(i);
+  }
+  const char* verb = wait == WaitClass::kLock          ? "held by"
+                     : wait == WaitClass::kPipeSocket  ? "fed by"
+                     : wait == WaitClass::kCondition   ? "signalled by"
+                                                       : "woken by";
+  return fmt::format("{}{} blocked {}{}{}", head, Percent(b.Share(b.blocked_ns)),
+                     WaitClassPhrase(wait), where, wait == WaitClass::kTracer ? "" : by(verb));
+}
+
+void ReportModel::Finish() {
+  timeline_.Finish(last_ns_);
+  kind_stats_.resize(kinds_.kinds().size());
+  // Requests still open at the end never ended in the trace.
+  for (auto& [tid, account] : accounts_) {
+    for (const OpenRequest& open : account.open) ++kind_stats_[open.kind].unpaired_begins;
+  }
+  for (size_t k = 0; k < kind_stats_.size(); ++k) {
+    const KindStats& stats = kind_stats_[k];
+    const RequestKind& kind = kinds_.kinds()[k];
+    KindReport report{kind};
+    report.count = stats.latency.count();
+    report.unpaired_begins = stats.unpaired_begins;
+    report.unpaired_ends = stats.unpaired_ends;
+    if (report.count == 0 && report.unpaired_begins == 0 && report.unpaired_ends == 0) continue;
+    report.total_ns = stats.latency.total();
+    report.p50_ns = stats.latency.Quantile(0.5);
+    report.p90_ns = stats.latency.Quantile(0.9);
+    report.p99_ns = stats.latency.Quantile(0.99);
+    report.max_ns = stats.latency.max();
+    if (options_.slow_ns) {
+      report.threshold_ns = *options_.slow_ns;
+      report.threshold_rule = "--slow";
+      report.slow = Classify(stats.over_threshold, kind.short_name);
+    } else if (report.count != 0) {
+      const size_t from = stats.latency.QuantileBucket(0.9);
+      report.threshold_ns = LatencyHistogram::BucketFloor(from);
+      report.threshold_rule = "p90";
+      Anatomy slow;
+      for (size_t bucket = from; bucket < stats.by_bucket.size(); ++bucket) {
+        if (stats.by_bucket[bucket]) slow.Merge(*stats.by_bucket[bucket]);
+      }
+      report.slow = Classify(slow, kind.short_name);
+    }
+    kind_reports_.push_back(std::move(report));
+  }
+  std::sort(kind_reports_.begin(), kind_reports_.end(), [](const KindReport& a, const KindReport& b) {
+    return a.slow.duration_ns != b.slow.duration_ns ? a.slow.duration_ns > b.slow.duration_ns
+                                                    : a.kind.name < b.kind.name;
+  });
+
+  // Each extent once: requests of one thread that begin and end within 1 %
+  // of each other are one request seen by several sources.
+  std::vector<bool> folded(finished_.size(), false);
+  for (size_t i = 0; i < finished_.size() && slowest_reports_.size() < options_.list; ++i) {
+    if (folded[i]) continue;
+    const Finished& f = finished_[i];
+    RequestReport report{kinds_.kinds()[f.kind], {}, NameOf(f.tid), f.begin_ns, f.duration_ns, f.args};
+    const uint64_t slack = std::max<uint64_t>(f.duration_ns / 100, 1000);
+    for (size_t j = i + 1; j < finished_.size(); ++j) {
+      const Finished& g = finished_[j];
+      if (folded[j] || g.tid != f.tid) continue;
+      const uint64_t begin_gap = g.begin_ns > f.begin_ns ? g.begin_ns - f.begin_ns : f.begin_ns - g.begin_ns;
+      const uint64_t end_f = f.begin_ns + f.duration_ns, end_g = g.begin_ns + g.duration_ns;
+      const uint64_t end_gap = end_g > end_f ? end_g - end_f : end_f - end_g;
+      if (begin_gap > slack || end_gap > slack) continue;
+      folded[j] = true;
+      const RequestKind& other = kinds_.kinds()[g.kind];
+      report.also.push_back(fmt::format("{} {}", RequestSourceName(other.source), other.name));
+      if (report.args.empty()) report.args = g.args;
+    }
+    report.breakdown = Classify(f.anatomy, report.kind.short_name);
+    slowest_reports_.push_back(std::move(report));
+  }
+
+  for (const auto& [tid, account] : accounts_) {
+    if (!stacks_.threads().Traced(tid)) continue;
+    thread_reports_.push_back({NameOf(tid), Classify(account.ledger.inside(), ""),
+                               Classify(account.ledger.outside(), "")});
+  }
+  std::sort(thread_reports_.begin(), thread_reports_.end(),
+            [](const ThreadReport& a, const ThreadReport& b) { return a.thread.tid < b.thread.tid; });
+}
+
+std::vector<ReportModel::FunctionCost> ReportModel::TopFunctions(size_t n) const {
+  std::map<std::string, FunctionCost> costs;
+  for (uint32_t id = 1; id <= stacks_.stack_count(); ++id) {
+    const uint64_t samples = stacks_.totals(id).samples;
+    if (samples == 0) continue;
+    const std::vector<NamedFrame> frames = stacks_.StackFrames(id);
+    if (frames.empty()) continue;
+    costs[frames.front().function].self += samples;
+    std::set<std::string> seen;
+    for (const NamedFrame& frame : frames) {
+      if (seen.insert(frame.function).second) costs[frame.function].total += samples;
+    }
+  }
+  std::vector<FunctionCost> top;
+  for (auto& [name, cost] : costs) {
+    cost.name = name;
+    top.push_back(cost);
+  }
+  std::sort(top.begin(), top.end(), [](const FunctionCost& a, const FunctionCost& b) {
+    return a.self != b.self ? a.self > b.self : a.total > b.total;
+  });
+  if (top.size() > n) top.resize(n);
+  return top;
+}
+
+std::vector<StackShare> ReportModel::TopWaits(bool inside, size_t n) const {
+  std::vector<StackShare> top;
+  for (const ThreadReport& thread : thread_reports_) {
+    const Breakdown& b = inside ? thread.inside : thread.outside;
+    top.insert(top.end(), b.stacks.begin(), b.stacks.end());
+  }
+  std::sort(top.begin(), top.end(), [](const StackShare& a, const StackShare& b) { return a.ns > b.ns; });
+  if (top.size() > n) top.resize(n);
+  return top;
+}
+
+}  // namespace loupe::analysis

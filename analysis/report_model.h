@@ -1,0 +1,199 @@
+// What `tracectl report` says about a trace. Records stream through one
+// pass: the thread timeline ends intervals, each interval is added to the
+// requests open on its thread and to the thread's totals (inside or
+// outside requests); a request that ends adds its anatomy to its kind —
+// by latency bucket, so that "the slow ones" (at or above the p90 bucket,
+// or a threshold given) are summed exactly without keeping every request —
+// and may join the slowest few. Finish() names and classifies it all once
+// the segments' symbol tables are in. Memory is bounded by threads, kinds,
+// latency buckets and distinct stacks, not by the length of the trace.
+#ifndef LOUPE_ANALYSIS_REPORT_MODEL_H_
+#define LOUPE_ANALYSIS_REPORT_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "analysis/anatomy.h"
+#include "analysis/latency_histogram.h"
+#include "analysis/requests.h"
+#include "analysis/stack_profile.h"
+#include "analysis/thread_ledger.h"
+#include "analysis/thread_timeline.h"
+#include "analysis/wait_class.h"
+#include "daemon/format/record.h"
+
+namespace loupe::analysis {
+
+struct ReportOptions {
+  std::optional<uint32_t> pid;
+  uint64_t since_ns = 0;           // from the first event
+  uint64_t until_ns = UINT64_MAX;  // from the first event
+  std::optional<uint64_t> operation;
+  std::optional<uint64_t> slow_ns;  // default: the p90 bucket of each kind
+  size_t list = 5;                  // slowest requests listed
+  size_t top = 10;                  // rows of whole-trace tables
+  std::vector<UsdtPair> pairs;
+};
+
+// ---- What Finish() produces, named and classified.
+
+struct ThreadName {
+  uint32_t tid = 0, pid = 0;
+  std::string thread, process;
+};
+
+struct StackShare {
+  std::string wait;  // class name
+  uint64_t ns = 0;
+  std::vector<NamedFrame> frames;  // the kernel frame that decided, then the user frames
+  std::string function;            // innermost application frame
+};
+
+struct Breakdown {
+  uint64_t evidence_count = 0;  // requests whose samples, holders and wakers are in the evidence
+  uint64_t count = 0, duration_ns = 0, on_cpu_ns = 0, runq_ns = 0, unaccounted_ns = 0;
+  uint64_t blocked_ns = 0;  // sleep excluded
+  uint64_t sleep_ns = 0;
+  std::map<std::string, uint64_t> off_cpu_ns;  // class -> ns (blocked classes and sleep)
+  std::string dominant;        // on_cpu, blocked, sleep, runqueue, unaccounted
+  std::string dominant_class;  // the largest blocked class when dominant is blocked
+  uint64_t user_samples = 0, kernel_samples = 0;
+  std::vector<std::pair<std::string, uint64_t>> functions;  // sampled leaf functions
+  std::vector<StackShare> stacks;
+  std::vector<std::pair<ThreadName, uint64_t>> holders;
+  struct Waker {
+    ThreadName who;
+    std::string context;  // task, timer, hardirq, softirq, nmi
+    uint64_t ns = 0;
+    std::string doing;
+  };
+  std::vector<Waker> wakers;
+  std::string sentence;
+
+  double Share(uint64_t ns) const {
+    return duration_ns == 0 ? 0 : static_cast<double>(ns) / static_cast<double>(duration_ns);
+  }
+};
+
+struct KindReport {
+  RequestKind kind;
+  uint64_t count = 0, total_ns = 0, p50_ns = 0, p90_ns = 0, p99_ns = 0, max_ns = 0;
+  uint64_t unpaired_begins = 0, unpaired_ends = 0;
+  uint64_t threshold_ns = 0;
+  std::string threshold_rule;  // "p90" or "--slow"
+  Breakdown slow;
+};
+
+struct RequestReport {
+  RequestKind kind;
+  std::vector<std::string> also;  // other requests of the same extent
+  ThreadName thread;
+  uint64_t begin_ns = 0, duration_ns = 0;
+  std::vector<int64_t> args;
+  Breakdown breakdown;
+};
+
+struct ThreadReport {
+  ThreadName thread;
+  Breakdown inside, outside;  // inside requests, outside them
+};
+
+class ReportModel {
+ public:
+  explicit ReportModel(ReportOptions options);
+
+  // Before any record: each segment's header (uprobes with returns, sampling).
+  void AddHeader(const v1::SegmentHeader& header);
+  void Add(const format::Record& record);
+  void AddSymbols(const v1::SymbolTable& table) { stacks_.AddSymbols(table); }
+  // After every record and symbol table.
+  void Finish();
+
+  bool has_sched_data() const { return timeline_.has_sched_data(); }
+  uint64_t first_ns() const { return first_ns_; }
+  uint64_t last_ns() const { return last_ns_; }
+  uint32_t sample_hz() const { return sample_hz_; }
+  const std::vector<KindReport>& kinds() const { return kind_reports_; }
+  const std::vector<RequestReport>& slowest() const { return slowest_reports_; }
+  const std::vector<ThreadReport>& threads() const { return thread_reports_; }
+  const StackProfile& stacks() const { return stacks_; }
+  const std::map<std::string, uint64_t>& usdt() const { return usdt_; }
+  const ReportOptions& options() const { return options_; }
+  // Sampled: self and total samples per function.
+  struct FunctionCost {
+    std::string name;
+    uint64_t self = 0, total = 0;
+  };
+  std::vector<FunctionCost> TopFunctions(size_t n) const;
+  // The longest waits by stack, inside requests or outside them.
+  std::vector<StackShare> TopWaits(bool inside, size_t n) const;
+
+ private:
+  struct OpenRequest {
+    uint32_t kind = 0;
+    uint64_t key = 0;
+    uint64_t begin_ns = 0;
+    std::vector<int64_t> args;
+    ThreadLedger::Mark mark;
+  };
+  struct ThreadAccount {
+    std::vector<OpenRequest> open;  // innermost last
+    uint64_t settled_until = 0;     // running time accounted up to here
+    ThreadLedger ledger;
+  };
+  struct KindStats {
+    LatencyHistogram latency;
+    // Requests in buckets below this (well under the p90 so far) add their
+    // times but not their evidence; a bucket that missed any says so.
+    size_t evidence_from = 0;
+    // Latency bucket -> the anatomy of its requests (made when first used).
+    std::vector<std::unique_ptr<Anatomy>> by_bucket =
+        std::vector<std::unique_ptr<Anatomy>>(LatencyHistogram::kBuckets);
+    Anatomy over_threshold;               // with --slow
+    uint64_t unpaired_begins = 0, unpaired_ends = 0;
+  };
+  struct Finished {
+    uint32_t kind = 0;
+    uint32_t tid = 0;
+    uint64_t begin_ns = 0, duration_ns = 0;
+    std::vector<int64_t> args;
+    Anatomy anatomy;
+  };
+
+  bool Wanted(const format::Record& record, const RequestMark& mark) const;
+  void OnInterval(const StateInterval& interval);
+  void Settle(uint32_t tid, ThreadAccount& account, uint64_t now);
+  void Begin(const format::Record& record, const RequestMark& mark);
+  void End(const format::Record& record, const RequestMark& mark);
+  bool Slowest(uint64_t duration_ns) const;  // would it join the slowest kept?
+  void Keep(Finished finished);
+  Breakdown Classify(const Anatomy& anatomy, std::string_view short_name);
+  std::string WaitOf(uint64_t evidence);
+  ThreadName NameOf(uint32_t tid) const;
+  std::string InnermostApplicationFunction(uint32_t stack) const;
+  std::string Sentence(const Breakdown& b, std::string_view short_name) const;
+
+  ReportOptions options_;
+  StackProfile stacks_;
+  ThreadTimeline timeline_;
+  RequestKinds kinds_;
+  std::vector<KindStats> kind_stats_;
+  absl::flat_hash_map<uint32_t, ThreadAccount> accounts_;
+  std::vector<Finished> finished_;  // the slowest, slowest first
+  std::map<std::string, uint64_t> usdt_;
+  absl::flat_hash_map<uint64_t, std::string> wait_of_;  // evidence -> class name
+  uint64_t first_ns_ = 0, last_ns_ = 0;
+  uint32_t sample_hz_ = 0;
+  std::vector<KindReport> kind_reports_;
+  std::vector<RequestReport> slowest_reports_;
+  std::vector<ThreadReport> thread_reports_;
+};
+
+}  // namespace loupe::analysis
+
+#endif  // LOUPE_ANALYSIS_REPORT_MODEL_H_

@@ -1,0 +1,29 @@
+// A finished ReportModel as text (the answer on the first screen, then the
+// whole-trace tables) and as one JSON document (docs/report-json.md).
+#ifndef LOUPE_ANALYSIS_REPORT_OUTPUT_H_
+#define LOUPE_ANALYSIS_REPORT_OUTPUT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/report_model.h"
+
+namespace loupe::analysis {
+
+// What the trace's segments say about their own completeness.
+struct TraceVerdict {
+  bool complete = true;
+  std::map<std::string, uint64_t> losses;  // "source/reason" -> count
+  std::vector<std::string> problems;
+  uint64_t events = 0;
+};
+
+std::string FrameText(const NamedFrame& frame);
+std::string ReportText(const ReportModel& model, const TraceVerdict& verdict);
+std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict);
+
+}  // namespace loupe::analysis
+
+#endif  // LOUPE_ANALYSIS_REPORT_OUTPUT_H_

@@ -1,0 +1,155 @@
+// The text report: verdict, then per request kind where the slow ones spent
+// their time with evidence and one sentence, then the slowest requests,
+// and only then the whole-trace tables.
+#include <fmt/format.h>
+
+#include "analysis/report_output.h"
+
+namespace loupe::analysis {
+namespace {
+
+std::string Ms(uint64_t ns) { return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6); }
+std::string Pct(const Breakdown& b, uint64_t ns) { return fmt::format("{:.1f} %", b.Share(ns) * 100); }
+
+std::string Who(const ThreadName& who) {
+  if (who.tid == 0) return who.thread;
+  return fmt::format("{} (tid {}, {})", who.thread, who.tid, who.process);
+}
+
+// "on-CPU 2.1 % · lock 96.8 % · run-queue 1.1 %": the parts, largest first, that add up.
+std::string Parts(const Breakdown& b, bool with_shares) {
+  std::vector<std::pair<std::string, uint64_t>> parts = {{"on-CPU", b.on_cpu_ns},
+                                                         {"run-queue", b.runq_ns},
+                                                         {"unaccounted", b.unaccounted_ns}};
+  for (const auto& [wait, ns] : b.off_cpu_ns) parts.emplace_back(wait, ns);
+  std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  std::string out;
+  for (const auto& [name, ns] : parts) {
+    if (ns == 0 && name != "on-CPU") continue;
+    if (!out.empty()) out += " · ";
+    out += with_shares ? fmt::format("{} {}", name, Pct(b, ns)) : fmt::format("{} {}", name, Ms(ns));
+  }
+  return out;
+}
+
+std::string StackLine(const StackShare& stack) {
+  std::string line;
+  for (const NamedFrame& frame : stack.frames) {
+    if (!line.empty()) line += " ← ";
+    line += frame.kernel ? frame.function + " [k]" : frame.function;
+  }
+  return line;
+}
+
+void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
+  for (size_t i = 0; i < b.stacks.size() && i < 2; ++i) {
+    out += fmt::format("{}blocked ({}) {}: {}\n", indent, b.stacks[i].wait, Ms(b.stacks[i].ns),
+                       StackLine(b.stacks[i]));
+  }
+  for (size_t i = 0; i < b.wakers.size() && i < 2; ++i) {
+    const auto& w = b.wakers[i];
+    out += fmt::format("{}woken by {} — ended {} of waiting{}\n", indent, Who(w.who), Ms(w.ns),
+                       w.doing.empty() ? "" : ", while in " + w.doing);
+  }
+  if (!b.holders.empty()) {
+    out += indent + "CPU held by";
+    for (size_t i = 0; i < b.holders.size() && i < 3; ++i) {
+      out += fmt::format("{} {} {}", i ? "," : "", Who(b.holders[i].first), Ms(b.holders[i].second));
+    }
+    out += fmt::format(" (run-queue {})\n", Ms(b.runq_ns));
+  }
+  if (!b.functions.empty()) {
+    out += fmt::format("{}hot functions (sampled: {} user, {} kernel samples):", indent,
+                       b.user_samples, b.kernel_samples);
+    for (size_t i = 0; i < b.functions.size() && i < 3; ++i) {
+      out += fmt::format(" {} ×{}", b.functions[i].first, b.functions[i].second);
+    }
+    out += "\n";
+  }
+}
+
+}  // namespace
+
+std::string FrameText(const NamedFrame& frame) {
+  std::string text = frame.function + (frame.kernel ? " [k]" : "");
+  if (!frame.file.empty()) {
+    text += fmt::format(" ({}:{})", frame.file.substr(frame.file.rfind('/') + 1), frame.line);
+  }
+  return text;
+}
+
+std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
+  std::string out;
+  out += fmt::format("verdict: {} — {} events over {}\n",
+                     verdict.complete ? "complete" : "INCOMPLETE (do not trust absences)",
+                     verdict.events, Ms(model.last_ns() - model.first_ns()));
+  for (const auto& [what, count] : verdict.losses) out += fmt::format("  lost {} ({})\n", count, what);
+  for (const std::string& problem : verdict.problems) out += fmt::format("  {}\n", problem);
+  if (!model.has_sched_data()) {
+    out += "  no scheduler records in this trace: request times cannot be split and read as "
+           "unaccounted\n";
+  }
+  out += fmt::format("times are exact, from context switches; hot functions are sampled ({} Hz)\n",
+                     model.sample_hz());
+
+  if (model.kinds().empty()) out += "\nno requests (spans, operations, uprobe %return calls, --request pairs)\n";
+  for (const KindReport& kind : model.kinds()) {
+    out += fmt::format("\n{} ({}): {} requests, p50 {}, p90 {}, p99 {}, max {}\n", kind.kind.name,
+                       RequestSourceName(kind.kind.source), kind.count, Ms(kind.p50_ns),
+                       Ms(kind.p90_ns), Ms(kind.p99_ns), Ms(kind.max_ns));
+    if (kind.unpaired_begins + kind.unpaired_ends != 0) {
+      out += fmt::format("  unpaired: {} begun without an end, {} ended without a begin\n",
+                         kind.unpaired_begins, kind.unpaired_ends);
+    }
+    const Breakdown& slow = kind.slow;
+    if (slow.count == 0) continue;
+    out += fmt::format("  slow: {} requests ≥ {} ({}), {} in all: {}\n", slow.count,
+                       Ms(kind.threshold_ns), kind.threshold_rule, Ms(slow.duration_ns),
+                       Parts(slow, true));
+    out += fmt::format("  → {}\n", slow.sentence);
+    if (slow.evidence_count != slow.count) {
+      out += fmt::format("    (samples, CPU holders and wakers below are of {} of the {} slow requests)\n",
+                         slow.evidence_count, slow.count);
+    }
+    Evidence(out, slow, "    ");
+  }
+
+  if (!model.slowest().empty()) out += "\nslowest requests\n";
+  size_t rank = 0;
+  for (const RequestReport& request : model.slowest()) {
+    std::string args;
+    for (int64_t arg : request.args) args += fmt::format("{}{}", args.empty() ? " args " : ",", arg);
+    std::string also;
+    for (const std::string& other : request.also) also += (also.empty() ? "; also " : ", ") + other;
+    out += fmt::format("  {}. {} {} on {} at +{}{}{}\n", ++rank, Ms(request.duration_ns),
+                       request.kind.name, Who(request.thread),
+                       Ms(request.begin_ns - model.first_ns()), args, also);
+    out += fmt::format("       {}\n", Parts(request.breakdown, false));
+    Evidence(out, request.breakdown, "       ");
+  }
+
+  out += "\nthreads: inside requests | outside requests\n";
+  for (const ThreadReport& thread : model.threads()) {
+    out += fmt::format("  {}\n      inside:  {}\n      outside: {}\n", Who(thread.thread),
+                       Parts(thread.inside, false), Parts(thread.outside, false));
+  }
+  const size_t top = model.options().top;
+  out += fmt::format("\ntop on-CPU functions (sampled, {} samples; self / total)\n",
+                     model.stacks().samples());
+  for (const auto& cost : model.TopFunctions(top)) {
+    out += fmt::format("  {:6} {:6}  {}\n", cost.self, cost.total, cost.name);
+  }
+  for (bool inside : {true, false}) {
+    out += fmt::format("\nlongest waits {} requests\n", inside ? "inside" : "outside");
+    for (const StackShare& wait : model.TopWaits(inside, top)) {
+      out += fmt::format("  {} {}: {}\n", Ms(wait.ns), wait.wait, StackLine(wait));
+    }
+  }
+  if (!model.usdt().empty()) {
+    out += "\nUSDT probes\n";
+    for (const auto& [probe, count] : model.usdt()) out += fmt::format("  {:<32} {}\n", probe, count);
+  }
+  return out;
+}
+
+}  // namespace loupe::analysis

@@ -1,0 +1,155 @@
+#include "analysis/requests.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "absl/hash/hash.h"
+
+namespace loupe::analysis {
+namespace {
+
+constexpr std::array<std::string_view, 4> kSourceNames = {"uprobe", "operation", "span", "usdt"};
+
+// "/srv/bin/lock_service:handle_request" -> "lock_service:handle_request"
+std::string UprobeDisplayName(std::string_view probe) {
+  const size_t colon = probe.rfind(':');
+  if (colon == std::string_view::npos) return std::string(probe);
+  std::string_view target = probe.substr(0, colon);
+  if (const size_t slash = target.rfind('/'); slash != std::string_view::npos) {
+    target.remove_prefix(slash + 1);
+  }
+  return fmt::format("{}:{}", target, probe.substr(colon + 1));
+}
+
+std::string_view AfterColon(std::string_view name) {
+  const size_t colon = name.rfind(':');
+  return colon == std::string_view::npos ? name : name.substr(colon + 1);
+}
+
+// "query__start" and "query__done" -> "query".
+std::string CommonStem(std::string_view a, std::string_view b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  while (n > 0 && (a[n - 1] == '_' || a[n - 1] == '-' || a[n - 1] == '.')) --n;
+  return std::string(n > 0 ? a.substr(0, n) : a);
+}
+
+}  // namespace
+
+std::string_view RequestSourceName(RequestSource source) {
+  return kSourceNames[static_cast<int>(source)];
+}
+
+absl::StatusOr<UsdtPair> ParseUsdtPair(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--request '{}': {} (expected [NAME=]PROVIDER:BEGIN..[PROVIDER:]END, e.g. "
+        "'postgresql:query__start..query__done')",
+        text, why));
+  };
+  UsdtPair pair;
+  std::string_view rest = text;
+  if (const size_t equals = rest.find('='); equals != std::string_view::npos) {
+    pair.name = std::string(rest.substr(0, equals));
+    rest.remove_prefix(equals + 1);
+    if (pair.name.empty()) return bad("the name before '=' is empty");
+  }
+  const size_t dots = rest.find("..");
+  if (dots == std::string_view::npos) return bad("no '..' between the begin and end probes");
+  const std::string_view begin = rest.substr(0, dots), end = rest.substr(dots + 2);
+  const size_t colon = begin.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == begin.size()) {
+    return bad("the begin probe is not PROVIDER:NAME");
+  }
+  if (end.empty() || end.back() == ':') return bad("the end probe is empty");
+  pair.begin_probe = std::string(begin);
+  pair.end_probe =
+      end.find(':') == std::string_view::npos ? fmt::format("{}{}", begin.substr(0, colon + 1), end)
+                                              : std::string(end);
+  if (pair.begin_probe == pair.end_probe) return bad("begin and end are the same probe");
+  if (pair.name.empty()) {
+    pair.name = fmt::format("{}{}", begin.substr(0, colon + 1),
+                            CommonStem(AfterColon(pair.begin_probe), AfterColon(pair.end_probe)));
+  }
+  return pair;
+}
+
+void RequestKinds::AddHeader(const v1::SegmentHeader& header) {
+  auto it = header.config().find("uprobes");
+  if (it == header.config().end()) return;
+  std::string_view requests = it->second;
+  while (!requests.empty()) {
+    const size_t space = requests.find(' ');
+    std::string_view request = requests.substr(0, space);
+    requests.remove_prefix(space == std::string_view::npos ? requests.size() : space + 1);
+    if (!request.ends_with("%return")) continue;
+    request.remove_suffix(7);
+    if (request.ends_with(")")) request = request.substr(0, request.rfind('('));
+    returning_uprobes_.insert(std::string(request));
+  }
+}
+
+bool RequestKinds::Returns(std::string_view probe) const {
+  return returning_uprobes_.contains(absl::string_view(probe.data(), probe.size()));
+}
+
+uint32_t RequestKinds::KindOf(RequestSource source, std::string_view name) {
+  auto& ids = kind_ids_[static_cast<int>(source)];
+  if (auto it = ids.find(absl::string_view(name.data(), name.size())); it != ids.end()) {
+    return it->second;
+  }
+  auto it = ids.try_emplace(std::string(name), static_cast<uint32_t>(kinds_.size())).first;
+  {
+    RequestKind kind{source, std::string(name), std::string(name)};
+    if (source == RequestSource::kUprobe) {
+      kind.name = UprobeDisplayName(name);
+      kind.short_name = std::string(AfterColon(name));
+    } else if (source == RequestSource::kUsdt) {
+      kind.short_name = std::string(AfterColon(name));
+    }
+    kinds_.push_back(std::move(kind));
+  }
+  return it->second;
+}
+
+RequestMark RequestKinds::Mark(const format::Record& record) {
+  using namespace format;
+  RequestMark mark;
+  if (const auto* begin = std::get_if<SpanBegin>(&record.payload)) {
+    mark = {RequestMark::kBegin, KindOf(RequestSource::kSpan, begin->name), begin->span_id};
+    mark.operation_id = begin->operation_id;
+  } else if (const auto* end = std::get_if<SpanEnd>(&record.payload)) {
+    mark = {RequestMark::kEnd, 0, end->span_id};
+    mark.kind = UINT32_MAX;  // spans end by id, whatever their name
+  } else if (const auto* op = std::get_if<OperationBegin>(&record.payload)) {
+    mark = {RequestMark::kBegin, KindOf(RequestSource::kOperation, op->name),
+            op->operation_id | 1ull << 63};
+    mark.operation_id = op->operation_id;
+    operation_arg_ = static_cast<int64_t>(op->operation_id);
+    mark.args = {&operation_arg_, 1};
+  } else if (const auto* op_end = std::get_if<OperationEnd>(&record.payload)) {
+    mark = {RequestMark::kEnd, UINT32_MAX, op_end->operation_id | 1ull << 63};
+  } else if (const auto* entry = std::get_if<UprobeEntry>(&record.payload)) {
+    if (!Returns(entry->probe)) return mark;
+    mark = {RequestMark::kBegin, KindOf(RequestSource::kUprobe, entry->probe),
+            absl::HashOf(entry->probe)};
+    mark.args = entry->args;
+  } else if (const auto* ret = std::get_if<UprobeReturn>(&record.payload)) {
+    if (!Returns(ret->probe)) return mark;
+    mark = {RequestMark::kEnd, KindOf(RequestSource::kUprobe, ret->probe), absl::HashOf(ret->probe)};
+  } else if (const auto* usdt = std::get_if<UsdtEvent>(&record.payload)) {
+    for (const UsdtPair& pair : pairs_) {
+      if (usdt->probe == pair.begin_probe || usdt->probe == pair.end_probe) {
+        const bool begins = usdt->probe == pair.begin_probe;
+        mark = {begins ? RequestMark::kBegin : RequestMark::kEnd,
+                KindOf(RequestSource::kUsdt, pair.name), absl::HashOf(pair.name)};
+        if (begins) mark.args = usdt->args;
+        break;
+      }
+    }
+  }
+  return mark;
+}
+
+}  // namespace loupe::analysis

@@ -1,0 +1,69 @@
+// One traced thread's account while requests are open on it: running sums
+// of its time by state, and a log of what its open requests will need as
+// evidence (blocked intervals with their wakers, CPU holders, samples).
+// A request remembers where the sums and logs stood when it began; when it
+// ends, its anatomy is the difference — so nested requests cost no extra
+// work per event, and a request far from slow skips its evidence entirely.
+// The thread's time also adds up inside or outside requests.
+#ifndef LOUPE_ANALYSIS_THREAD_LEDGER_H_
+#define LOUPE_ANALYSIS_THREAD_LEDGER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "analysis/anatomy.h"
+#include "analysis/thread_timeline.h"
+
+namespace loupe::analysis {
+
+class ThreadLedger {
+ public:
+  // Where the ledger stood when a request began.
+  struct Mark {
+    uint64_t on_cpu_ns = 0, runq_ns = 0, blocked_ns = 0;
+    size_t blocked_from = 0, evidence_from = 0;
+    uint64_t evidence_cut = 0;  // the count of cuts when it began
+  };
+
+  // Requests open on the thread now (time spent counts as inside them).
+  void Open() { ++depth_; }
+  void Close();
+  size_t depth() const { return depth_; }
+  Mark Now() const;
+
+  void AddInterval(const StateInterval& interval, uint64_t ns);
+  void AddSample(uint32_t stack, bool kernel);
+  // Adds what happened since `mark` to `into`: times always; with
+  // `with_evidence` also the blocking stacks and wakers, and the samples and
+  // CPU holders if the log kept them all.
+  void AddSince(const Mark& mark, Anatomy* into, bool with_evidence) const;
+
+  const Anatomy& inside() const { return inside_; }
+  const Anatomy& outside() const { return outside_; }
+
+ private:
+  // A log past this many entries stops keeping samples and holders: a
+  // request open that long says its evidence is partial instead of growing memory.
+  static constexpr size_t kMaxEvidence = 1 << 18;
+  struct Blocked {
+    uint64_t evidence, waker;
+    uint64_t ns;
+    uint32_t waker_tid, doing;
+    bool woken;
+  };
+  struct Evidence {
+    uint32_t id;  // a stack (samples) or a tid (holders)
+    uint8_t kind;  // 0 user sample, 1 kernel sample, 2 holder
+    uint64_t ns;
+  };
+  size_t depth_ = 0;
+  uint64_t on_cpu_ns_ = 0, runq_ns_ = 0, blocked_ns_ = 0;
+  uint64_t cuts_ = 0;  // times the evidence log filled up
+  std::vector<Blocked> blocked_;
+  std::vector<Evidence> evidence_;
+  Anatomy inside_, outside_;
+};
+
+}  // namespace loupe::analysis
+
+#endif  // LOUPE_ANALYSIS_THREAD_LEDGER_H_

@@ -1,0 +1,342 @@
+#include "analysis/thread_timeline.h"
+
+#include <algorithm>
+
+namespace loupe::analysis {
+namespace {
+
+// A wakeup seen while its thread still runs, followed by a sleeping
+// switch-out this soon, raced with that switch-out: the thread never
+// really slept. (The BPF side drops wakeups of threads still queued, so a
+// wakeup of a running thread is this race; the window guards older traces.)
+constexpr uint64_t kRaceWindowNs = 1'000'000;
+constexpr size_t kMaxCpus = 4096;
+// A waker's samples this long before the wait began still say what it was doing.
+constexpr uint64_t kDoingSlackNs = 10'000'000;
+
+bool SelfEmitted(const format::Payload& payload) {
+  using namespace format;
+  return std::holds_alternative<CpuSample>(payload) || std::holds_alternative<SpanBegin>(payload) ||
+         std::holds_alternative<SpanEnd>(payload) || std::holds_alternative<Instant>(payload) ||
+         std::holds_alternative<Counter>(payload) ||
+         std::holds_alternative<OperationBegin>(payload) ||
+         std::holds_alternative<OperationEnd>(payload) || std::holds_alternative<UsdtEvent>(payload) ||
+         std::holds_alternative<UprobeEntry>(payload) ||
+         std::holds_alternative<UprobeReturn>(payload);
+}
+
+}  // namespace
+
+ThreadState ThreadTimeline::state(uint32_t tid) const {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? ThreadState::kUnknown : it->second.state;
+}
+
+uint64_t ThreadTimeline::since(uint32_t tid) const {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? 0 : it->second.since;
+}
+
+ThreadTimeline::Track* ThreadTimeline::Traced(uint32_t tid) {
+  if (!directory_.Traced(tid)) return nullptr;
+  return &threads_[tid];
+}
+
+ThreadTimeline::Cpu& ThreadTimeline::CpuOf(uint32_t cpu) {
+  const size_t index = std::min<size_t>(cpu, kMaxCpus);  // a damaged trace shares the last
+  if (index >= cpus_.size()) cpus_.resize(index + 1);
+  return cpus_[index];
+}
+
+void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
+  using namespace format;
+  std::visit(
+      [&](const auto& payload) {
+        using T = std::decay_t<decltype(payload)>;
+        if constexpr (std::is_same_v<T, SchedSwitch>) {
+          OnSwitch(record, payload);
+        } else if constexpr (std::is_same_v<T, SchedWakeup>) {
+          OnWakeup(record, payload);
+        } else if constexpr (std::is_same_v<T, SchedMigrate>) {
+          OnMigrate(record, payload);
+        } else if constexpr (std::is_same_v<T, OffCpu>) {
+          OnOffCpu(record, stack);
+        } else if constexpr (std::is_same_v<T, ThreadExit>) {
+          auto it = threads_.find(record.tid);
+          if (it == threads_.end()) return;
+          Flush(record.tid);
+          if (it->second.state == ThreadState::kRunning) {
+            Emit(record.tid, it->second, ThreadState::kRunning, it->second.since, record.time_ns);
+          } else if (it->second.state == ThreadState::kRunnable) {
+            LeaveWaiters(record.tid, it->second.cpu);
+          }
+          threads_.erase(it);
+        }
+      },
+      record.payload);
+  if (!SelfEmitted(record.payload)) return;
+  Track* track = Traced(record.tid);
+  if (track == nullptr) return;
+  if (const auto* sample = std::get_if<CpuSample>(&record.payload); sample && stack != 0) {
+    track->recent_samples[track->next_sample++ % kRecent] = {record.time_ns, record.time_ns, stack};
+  }
+  // The thread ran this record itself: once switches are being traced, its
+  // state is known from here on.
+  if (track->state == ThreadState::kUnknown && sched_seen_) {
+    track->state = ThreadState::kRunning;
+    track->since = record.time_ns;
+    track->cpu = record.cpu;
+  }
+}
+
+void ThreadTimeline::OnSwitch(const format::Record& record, const format::SchedSwitch& change) {
+  sched_seen_ = true;
+  const uint64_t t = record.time_ns;
+  // Whoever switched out had this CPU until now: every thread waiting here waited for it.
+  for (uint32_t waiter : CpuOf(record.cpu).waiters) {
+    if (auto it = threads_.find(waiter); it != threads_.end()) Credit(it->second, record.tid, t);
+  }
+  if (Track* prev = Traced(record.tid)) SwitchOut(record.tid, *prev, t, record.cpu, change.prev_state);
+  if (Track* next = Traced(change.next_tid)) SwitchIn(change.next_tid, *next, t, record.cpu);
+  Cpu& cpu = CpuOf(record.cpu);
+  cpu.current = change.next_tid;
+  // Switches away from an untraced thread are recorded only while a traced one waits here.
+  cpu.current_known = directory_.Traced(change.next_tid) || !cpu.waiters.empty();
+}
+
+void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t cpu,
+                               uint32_t prev_state) {
+  Flush(tid);
+  if (track.state == ThreadState::kRunning) Emit(tid, track, ThreadState::kRunning, track.since, t);
+  if (track.state == ThreadState::kRunnable) LeaveWaiters(tid, track.cpu);
+  const bool raced = track.racing_wake && t - track.racing_wake_ns <= kRaceWindowNs;
+  track.racing_wake = false;
+  track.was_blocked = false;
+  if (prev_state == 0 || raced) {  // preempted, or woken before it was gone
+    BecomeRunnable(tid, track, t, cpu);
+    return;
+  }
+  track.state = ThreadState::kBlocked;
+  track.since = t;
+  track.blocked_since = t;
+  track.prev_state = prev_state;
+  track.wake = {};
+  track.cpu = cpu;
+}
+
+void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t cpu) {
+  Flush(tid);
+  track.pending_blocked.state = ThreadState::kUnknown;
+  track.pending_runnable.state = ThreadState::kUnknown;
+  if (track.state == ThreadState::kRunnable) {
+    LeaveWaiters(tid, track.cpu);
+    track.pending_runnable = {.tid = tid,
+                              .state = ThreadState::kRunnable,
+                              .begin_ns = track.since,
+                              .end_ns = t,
+                              .cpu = cpu,
+                              .holders = track.holders};
+    if (track.was_blocked) {
+      track.pending_blocked = {.tid = tid,
+                               .state = ThreadState::kBlocked,
+                               .begin_ns = track.blocked_since,
+                               .end_ns = track.since,
+                               .cpu = track.cpu,
+                               .prev_state = track.prev_state,
+                               .wake = track.wake};
+    }
+    track.awaiting = true;
+  } else if (track.state == ThreadState::kBlocked) {  // its wakeup is not in the trace
+    track.pending_blocked = {.tid = tid,
+                             .state = ThreadState::kBlocked,
+                             .begin_ns = track.blocked_since,
+                             .end_ns = t,
+                             .cpu = track.cpu,
+                             .prev_state = track.prev_state};
+    track.awaiting = true;
+  }
+  // Running without a switch-out, or never seen: nothing before this is known.
+  track.state = ThreadState::kRunning;
+  track.since = t;
+  track.cpu = cpu;
+  track.was_blocked = false;
+  track.racing_wake = false;
+}
+
+void ThreadTimeline::BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint32_t cpu) {
+  track.state = ThreadState::kRunnable;
+  track.since = t;
+  track.cpu = cpu;
+  track.credited_until = t;
+  track.holders.clear();
+  CpuOf(cpu).waiters.push_back(tid);
+}
+
+void ThreadTimeline::Credit(Track& track, uint32_t holder, uint64_t until) {
+  if (until <= track.credited_until) return;
+  const uint64_t ns = until - track.credited_until;
+  track.credited_until = until;
+  for (Holder& known : track.holders) {
+    if (known.tid == holder) {
+      known.ns += ns;
+      return;
+    }
+  }
+  track.holders.push_back({holder, ns});
+}
+
+void ThreadTimeline::LeaveWaiters(uint32_t tid, uint32_t cpu) {
+  std::vector<uint32_t>& waiters = CpuOf(cpu).waiters;
+  if (auto it = std::find(waiters.begin(), waiters.end(), tid); it != waiters.end()) {
+    waiters.erase(it);
+  }
+}
+
+void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedWakeup& wakeup) {
+  sched_seen_ = true;
+  Track* woken = Traced(wakeup.woken_tid);
+  if (woken == nullptr) return;
+  const uint64_t t = record.time_ns;
+  Wake wake{.seen = true, .tid = record.tid, .context = wakeup.context};
+  if (wakeup.is_new || woken->state == ThreadState::kUnknown) {
+    woken->was_blocked = false;
+    BecomeRunnable(wakeup.woken_tid, *woken, t, wakeup.target_cpu);
+    return;
+  }
+  if (woken->state == ThreadState::kRunning) {
+    woken->racing_wake = true;
+    woken->racing_wake_ns = t;
+    return;
+  }
+  if (woken->state != ThreadState::kBlocked) return;  // already runnable
+  if (wake.context == format::WakerContext::kTask) {
+    if (auto waker = threads_.find(record.tid); waker != threads_.end()) {
+      wake.doing_stack = Doing(waker->second, woken->blocked_since, t);
+    }
+  }
+  woken->wake = wake;
+  woken->was_blocked = true;
+  BecomeRunnable(wakeup.woken_tid, *woken, t, wakeup.target_cpu);
+}
+
+void ThreadTimeline::OnMigrate(const format::Record& record, const format::SchedMigrate& migrate) {
+  Track* track = Traced(record.tid);
+  if (track == nullptr || track->state != ThreadState::kRunnable) return;
+  const Cpu& from = CpuOf(track->cpu);
+  if (from.current_known) {
+    Credit(*track, from.current, record.time_ns);
+  } else {
+    track->credited_until = record.time_ns;  // who held it is not in the trace
+  }
+  LeaveWaiters(record.tid, track->cpu);
+  track->cpu = migrate.dest_cpu;
+  CpuOf(migrate.dest_cpu).waiters.push_back(record.tid);
+}
+
+void ThreadTimeline::OnOffCpu(const format::Record& record, uint32_t stack) {
+  auto it = threads_.find(record.tid);
+  if (it == threads_.end() || !it->second.awaiting) return;
+  Track& track = it->second;
+  const auto& off = std::get<format::OffCpu>(record.payload);
+  // The interval's record follows its switch-in at the same time.
+  if (track.state != ThreadState::kRunning || track.since != record.time_ns) return;
+  track.pending_blocked.stack = stack;
+  if (track.pending_blocked.state == ThreadState::kBlocked) track.pending_blocked.prev_state = off.prev_state;
+  Flush(record.tid);
+}
+
+void ThreadTimeline::Flush(uint32_t tid) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end() || !it->second.awaiting) return;
+  Track& track = it->second;
+  track.awaiting = false;
+  if (track.pending_blocked.state == ThreadState::kBlocked) {
+    const StateInterval& blocked = track.pending_blocked;
+    if (blocked.stack != 0) {
+      track.recent_waits[track.next_wait++ % kRecent] = {blocked.begin_ns, blocked.end_ns,
+                                                          blocked.stack};
+    }
+    sink_(blocked);
+  }
+  if (track.pending_runnable.state == ThreadState::kRunnable) sink_(track.pending_runnable);
+  track.pending_blocked.state = ThreadState::kUnknown;
+  track.pending_runnable.state = ThreadState::kUnknown;
+}
+
+void ThreadTimeline::Emit(uint32_t tid, Track& track, ThreadState state, uint64_t begin,
+                          uint64_t end) {
+  if (end < begin) return;
+  sink_(StateInterval{.tid = tid, .state = state, .begin_ns = begin, .end_ns = end, .cpu = track.cpu});
+}
+
+// What the waker did while the woken thread waited: the stack its samples
+// hit most in that time, else the wait of its own that overlapped most
+// (a lock held across a sleep), else nothing.
+uint32_t ThreadTimeline::Doing(const Track& waker, uint64_t begin, uint64_t end) const {
+  const uint64_t from = begin > kDoingSlackNs ? begin - kDoingSlackNs : 0;
+  std::array<uint32_t, kRecent> in_window;
+  size_t n = 0;
+  for (const Recent& sample : waker.recent_samples) {
+    if (sample.stack != 0 && sample.begin_ns >= from && sample.begin_ns <= end) {
+      in_window[n++] = sample.stack;
+    }
+  }
+  uint32_t best = 0;
+  size_t best_count = 0;
+  for (size_t i = 0; i < n && best_count <= (n - i); ++i) {
+    const size_t count = static_cast<size_t>(std::count(&in_window[i], &in_window[n], in_window[i]));
+    if (count > best_count) best = in_window[i], best_count = count;
+  }
+  if (best != 0) return best;
+  uint64_t best_overlap = 0;
+  for (const Recent& wait : waker.recent_waits) {
+    if (wait.stack == 0) continue;
+    const uint64_t lo = std::max(wait.begin_ns, begin), hi = std::min(wait.end_ns, end);
+    if (hi > lo && hi - lo > best_overlap) best = wait.stack, best_overlap = hi - lo;
+  }
+  return best;
+}
+
+void ThreadTimeline::Finish(uint64_t end_ns) {
+  for (auto& [tid, track] : threads_) {
+    Flush(tid);
+    if (end_ns < track.since) continue;
+    switch (track.state) {
+      case ThreadState::kRunning:
+        Emit(tid, track, ThreadState::kRunning, track.since, end_ns);
+        break;
+      case ThreadState::kBlocked:
+        sink_({.tid = tid,
+               .state = ThreadState::kBlocked,
+               .begin_ns = track.blocked_since,
+               .end_ns = end_ns,
+               .cpu = track.cpu,
+               .prev_state = track.prev_state});
+        break;
+      case ThreadState::kRunnable: {
+        const Cpu& cpu = CpuOf(track.cpu);
+        if (cpu.current_known) Credit(track, cpu.current, end_ns);
+        if (track.was_blocked) {
+          sink_({.tid = tid,
+                 .state = ThreadState::kBlocked,
+                 .begin_ns = track.blocked_since,
+                 .end_ns = track.since,
+                 .cpu = track.cpu,
+                 .prev_state = track.prev_state,
+                 .wake = track.wake});
+        }
+        sink_({.tid = tid,
+               .state = ThreadState::kRunnable,
+               .begin_ns = track.since,
+               .end_ns = end_ns,
+               .cpu = track.cpu,
+               .holders = track.holders});
+        break;
+      }
+      case ThreadState::kUnknown:
+        break;
+    }
+  }
+}
+
+}  // namespace loupe::analysis

@@ -1,0 +1,135 @@
+// One exact timeline of states per traced thread, from the scheduler's own
+// records: RUNNING from switch-in to switch-out; BLOCKED from a sleeping
+// switch-out to the wakeup; RUNNABLE from the wakeup (or from a preempting
+// switch-out) to the switch-in. Every nanosecond of a thread is in one state
+// once. A blocked interval carries the stacks of its own switch-out (from
+// the off_cpu record that follows the switch-in) and what ended it (the
+// waker, or the interrupt); a runnable interval carries the threads that
+// held its CPU meanwhile, from the switches on that CPU.
+#ifndef LOUPE_ANALYSIS_THREAD_TIMELINE_H_
+#define LOUPE_ANALYSIS_THREAD_TIMELINE_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "analysis/thread_directory.h"
+#include "daemon/format/record.h"
+
+namespace loupe::analysis {
+
+enum class ThreadState : uint8_t { kUnknown, kRunning, kBlocked, kRunnable };
+
+struct Holder {
+  uint32_t tid = 0;  // 0: the idle task (the CPU was waking up)
+  uint64_t ns = 0;
+};
+
+// What ended a blocked interval.
+struct Wake {
+  bool seen = false;  // false: the wakeup is not in the trace
+  uint32_t tid = 0;   // the waker; for an interrupt, only the task it interrupted
+  format::WakerContext context = format::WakerContext::kTask;
+  // What the waker was doing while the woken thread waited: a stack id of
+  // its samples or of its own wait (StackProfile ids), 0 unknown.
+  uint32_t doing_stack = 0;
+};
+
+struct StateInterval {
+  uint32_t tid = 0;
+  ThreadState state = ThreadState::kUnknown;
+  uint64_t begin_ns = 0, end_ns = 0;
+  uint32_t cpu = 0;  // running: where; runnable: the CPU waited for (where it ran next)
+  // Blocked only: the switch-out's state and stacks (StackProfile id, 0 none), and the wake.
+  uint32_t prev_state = 0;
+  uint32_t stack = 0;
+  Wake wake;
+  // Runnable only: who had the CPU meanwhile. The sum can fall short of the
+  // interval where the trace has no switch to tell (a CPU nobody traced).
+  std::span<const Holder> holders;
+
+  uint64_t ns() const { return end_ns - begin_ns; }
+};
+
+class ThreadTimeline {
+ public:
+  using Sink = std::function<void(const StateInterval&)>;
+  // `directory` tells traced threads from foreign ones; it must have seen
+  // each record before this timeline does.
+  ThreadTimeline(const ThreadDirectory& directory, Sink sink)
+      : directory_(directory), sink_(std::move(sink)) {}
+
+  // Every record in time order; `stack` is the StackProfile id of a CPU
+  // sample or off-CPU interval.
+  void Add(const format::Record& record, uint32_t stack);
+  // Emits what a thread's last switch-in is holding back for its evidence.
+  void Flush(uint32_t tid);
+  // At the end of the trace: every open state, up to `end_ns`.
+  void Finish(uint64_t end_ns);
+
+  ThreadState state(uint32_t tid) const;
+  uint64_t since(uint32_t tid) const;  // when its current state began
+  // True once the trace has shown any context switch.
+  bool has_sched_data() const { return sched_seen_; }
+
+ private:
+  static constexpr size_t kRecent = 16;
+  struct Recent {  // what a thread did lately, to say what a waker was doing
+    uint64_t begin_ns = 0, end_ns = 0;
+    uint32_t stack = 0;
+  };
+  struct Track {
+    ThreadState state = ThreadState::kUnknown;
+    uint64_t since = 0;
+    uint32_t cpu = 0;
+    // Blocked, then runnable: the blocked part is emitted with the runnable one.
+    bool was_blocked = false;
+    uint64_t blocked_since = 0;
+    uint32_t prev_state = 0;
+    Wake wake;
+    // Runnable: holders credited up to this time on `cpu`.
+    uint64_t credited_until = 0;
+    std::vector<Holder> holders;
+    // A wakeup that raced with the switch-out (seen while still running).
+    bool racing_wake = false;
+    uint64_t racing_wake_ns = 0;
+    Wake racing;
+    // Intervals that ended at the last switch-in, waiting for its off_cpu record.
+    bool awaiting = false;
+    StateInterval pending_blocked, pending_runnable;
+    std::array<Recent, kRecent> recent_samples{}, recent_waits{};
+    uint8_t next_sample = 0, next_wait = 0;
+  };
+  struct Cpu {
+    uint32_t current = 0;  // the thread the last switch seen here went to
+    bool current_known = false;  // no switch here can have gone unrecorded since
+    std::vector<uint32_t> waiters;  // traced threads runnable here
+  };
+
+  Track* Traced(uint32_t tid);
+  Cpu& CpuOf(uint32_t cpu);
+  void OnSwitch(const format::Record& record, const format::SchedSwitch& change);
+  void OnWakeup(const format::Record& record, const format::SchedWakeup& wakeup);
+  void OnMigrate(const format::Record& record, const format::SchedMigrate& migrate);
+  void OnOffCpu(const format::Record& record, uint32_t stack);
+  void SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t cpu, uint32_t prev_state);
+  void SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t cpu);
+  void BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint32_t cpu);
+  void Credit(Track& track, uint32_t holder, uint64_t until);
+  void LeaveWaiters(uint32_t tid, uint32_t cpu);
+  void Emit(uint32_t tid, Track& track, ThreadState state, uint64_t begin, uint64_t end);
+  uint32_t Doing(const Track& waker, uint64_t begin, uint64_t end) const;
+
+  const ThreadDirectory& directory_;
+  Sink sink_;
+  absl::flat_hash_map<uint32_t, Track> threads_;
+  std::vector<Cpu> cpus_;
+  bool sched_seen_ = false;
+};
+
+}  // namespace loupe::analysis
+
+#endif  // LOUPE_ANALYSIS_THREAD_TIMELINE_H_

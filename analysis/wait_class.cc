@@ -1,0 +1,102 @@
+#include "analysis/wait_class.h"
+
+#include <array>
+
+namespace loupe::analysis {
+namespace {
+
+using Patterns = std::initializer_list<std::string_view>;
+
+bool Contains(std::string_view function, Patterns patterns) {
+  for (std::string_view pattern : patterns) {
+    if (function.find(pattern) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+// Kernel functions by what they wait for. Order matters: a page fault that
+// waits for the disk is a page fault, a tracer stall inside a futex call is
+// the tracer's.
+struct KernelRule {
+  WaitClass wait;
+  Patterns functions;
+};
+const KernelRule kKernelRules[] = {
+    {WaitClass::kTracer, {"uprobe", "handle_swbp", "uretprobe"}},
+    {WaitClass::kPageFault,
+     {"exc_page_fault", "do_user_addr_fault", "handle_mm_fault", "__do_fault", "filemap_fault",
+      "do_swap_page", "__alloc_pages_slowpath", "try_to_free_pages", "shrink_node",
+      "do_read_fault", "do_fault"}},
+    {WaitClass::kFutex, {"futex"}},
+    {WaitClass::kPoll, {"ep_poll", "do_epoll_wait", "do_sys_poll", "do_poll", "do_select",
+                        "core_sys_select"}},
+    {WaitClass::kSleep, {"do_nanosleep", "hrtimer_nanosleep", "clock_nanosleep", "msleep",
+                         "do_sys_pause", "sys_pause"}},
+    {WaitClass::kPipeSocket,
+     {"pipe_read", "pipe_write", "wait_for_partner", "unix_stream", "unix_dgram", "sk_wait_data",
+      "tcp_recvmsg", "inet_csk_accept", "sk_stream_wait", "skb_wait_for_more_packets",
+      "n_tty_read", "tty_read", "udp_recvmsg"}},
+    {WaitClass::kBlockIo, {"io_schedule", "blk_", "bio_", "folio_wait", "wait_on_page",
+                           "jbd2", "file_write_and_wait", "__filemap_fdatawait"}},
+};
+
+// User functions that say what a futex belongs to, innermost first wins.
+const Patterns kLockFunctions = {"mutex_lock", "lll_lock", "rwlock", "mutex_timedlock",
+                                 "std::mutex", "lock_slow", "spin_lock", "shared_mutex"};
+const Patterns kConditionFunctions = {"pthread_cond_", "sem_wait", "sem_timedwait",
+                                      "sem_clockwait", "condition_variable", "futex_abstimed_wait",
+                                      "pthread_barrier_wait", "pthread_join"};
+
+WaitClass FutexKind(std::span<const NamedFrame> user) {
+  for (const NamedFrame& frame : user) {
+    if (Contains(frame.function, kLockFunctions)) return WaitClass::kLock;
+    if (Contains(frame.function, kConditionFunctions)) return WaitClass::kCondition;
+  }
+  return WaitClass::kFutex;
+}
+
+constexpr std::array<std::string_view, kWaitClassCount> kNames = {
+    "lock", "condition", "futex", "block_io", "pipe_socket", "poll",
+    "sleep", "page_fault", "tracer", "other",
+};
+constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
+    "on a lock",
+    "waiting on a condition variable or semaphore",
+    "on a futex",
+    "on block I/O",
+    "on a pipe or socket",
+    "in poll/epoll",
+    "sleeping",
+    "in page faults",
+    "inside the tracer's uprobe handling (Loupe's own cost, not the application's)",
+    "off CPU",
+};
+
+}  // namespace
+
+std::string_view WaitClassName(WaitClass wait) { return kNames[static_cast<int>(wait)]; }
+std::string_view WaitClassPhrase(WaitClass wait) { return kPhrases[static_cast<int>(wait)]; }
+
+Classified ClassifyWait(uint32_t prev_state, std::span<const NamedFrame> kernel,
+                        std::span<const NamedFrame> user) {
+  (void)prev_state;  // the stacks say more than S or D; D without a telling stack is "other"
+  for (const KernelRule& rule : kKernelRules) {
+    for (size_t i = 0; i < kernel.size(); ++i) {
+      if (!Contains(kernel[i].function, rule.functions)) continue;
+      const WaitClass wait = rule.wait == WaitClass::kFutex ? FutexKind(user) : rule.wait;
+      return {wait, static_cast<int>(i)};
+    }
+  }
+  // Without kernel frames the user stack still tells a futex call apart.
+  if (kernel.empty()) {
+    const WaitClass wait = FutexKind(user);
+    if (wait != WaitClass::kFutex) return {wait, -1};
+    for (const NamedFrame& frame : user) {
+      if (Contains(frame.function, {"nanosleep", "usleep", "sleep"})) return {WaitClass::kSleep, -1};
+      if (Contains(frame.function, {"epoll_wait", "poll", "select"})) return {WaitClass::kPoll, -1};
+    }
+  }
+  return {WaitClass::kOther, -1};
+}
+
+}  // namespace loupe::analysis

@@ -1,0 +1,43 @@
+// Why a thread was blocked, decided once per off-CPU interval from its own
+// switch-out: the task state and the kernel and user stacks at that moment.
+#ifndef LOUPE_ANALYSIS_WAIT_CLASS_H_
+#define LOUPE_ANALYSIS_WAIT_CLASS_H_
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "analysis/stack_profile.h"
+
+namespace loupe::analysis {
+
+enum class WaitClass : uint8_t {
+  kLock,        // a futex taken by a lock (mutex, rwlock)
+  kCondition,   // a futex of a condition variable or semaphore
+  kFutex,       // a futex with no user stack to tell which
+  kBlockIo,     // waiting for the block layer
+  kPipeSocket,  // reading or writing a pipe, socket or terminal
+  kPoll,        // poll, select, epoll
+  kSleep,       // nanosleep and other timed sleeps
+  kPageFault,   // a page fault or memory reclaim
+  kTracer,      // inside the kernel's uprobe handling: the tracer's cost, not the application's
+  kOther,
+};
+inline constexpr int kWaitClassCount = static_cast<int>(WaitClass::kOther) + 1;
+
+std::string_view WaitClassName(WaitClass wait);  // "lock", "pipe_socket", ...
+// How a sentence says it: "on a lock", "reading a pipe or socket", ...
+std::string_view WaitClassPhrase(WaitClass wait);
+
+struct Classified {
+  WaitClass wait = WaitClass::kOther;
+  int deciding_frame = -1;  // index into the kernel frames of the one that decided
+};
+
+// `kernel` and `user` innermost first (tracer frames already left out).
+Classified ClassifyWait(uint32_t prev_state, std::span<const NamedFrame> kernel,
+                        std::span<const NamedFrame> user);
+
+}  // namespace loupe::analysis
+
+#endif  // LOUPE_ANALYSIS_WAIT_CLASS_H_
