@@ -261,8 +261,10 @@ TEST(CpuHoldersTest, WakersAreNamedWithTheirContext) {
     const auto* wakeup = std::get_if<format::SchedWakeup>(&event.record.payload);
     if (wakeup == nullptr) continue;
     if (wakeup->woken_tid == static_cast<uint32_t>(main_tid)) {
-      const bool go = event.record.tid == static_cast<uint32_t>(Gettid());  // Go() woke it
-      if (!go) ++sleeper_contexts[wakeup->context];
+      // Besides its timer, Go() wakes it, and the reader's exit in pthread_join.
+      const bool go = event.record.tid == static_cast<uint32_t>(Gettid());
+      const bool join = event.record.tid == static_cast<uint32_t>(reader_tid);
+      if (!go && !join) ++sleeper_contexts[wakeup->context];
     } else if (wakeup->woken_tid == static_cast<uint32_t>(reader_tid)) {
       ++reader_wakeups;
       reader_by_writer += wakeup->context == format::WakerContext::kTask &&
