@@ -182,6 +182,13 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	return 0;
 }
 
+static __always_inline bool sleeper_still_queued(struct task_struct *task)
+{
+	if (!bpf_core_field_exists(task->se.sched_delayed))
+		return false;
+	return BPF_CORE_READ(task, se.sched_delayed) != 0;
+}
+
 static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, bool preempt_count)
 {
 	__u32 tgid = BPF_CORE_READ(task, tgid);
@@ -193,8 +200,9 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 		return 0;
 	/* Still on a run queue (preempted, or not yet asleep): the wakeup
 	 * changes nothing, and recorded it would make the thread's next sleep
-	 * look woken already. */
-	if (!is_new && BPF_CORE_READ(task, on_rq))
+	 * look woken already. Except a sleeper whose dequeue EEVDF delayed
+	 * (Linux 6.12+): on_rq, yet asleep, and this wakeup is real. */
+	if (!is_new && BPF_CORE_READ(task, on_rq) && !sleeper_still_queued(task))
 		return 0;
 	/* A new task is on its final CPU already; a woken one may still be
 	 * moved, which sched_migrate_task then accounts. */
