@@ -449,7 +449,11 @@ void Session::CollectAddresses(const OwnedEvent& event) {
       segment_symbols_.AddKernel(address);
       continue;
     }
-    symbols::Location location = address_spaces_.Locate(pid, address, event.record.time_ns);
+    // A caller's frame is a return address: the call is the instruction
+    // before it, and symbolizing the return address itself can name the
+    // line (or an inlined function) after the call instead.
+    const uint64_t call_site = i == 0 ? address : address - 1;
+    symbols::Location location = address_spaces_.Locate(pid, call_site, event.record.time_ns);
     if (location.object != nullptr) symbolizer_->Prefetch(location.object, location.file_offset);
     segment_symbols_.AddUser(pid, address, std::move(location));
   }
