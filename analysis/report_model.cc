@@ -288,7 +288,11 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
     const uint32_t tid = static_cast<uint32_t>(key >> 8);
     const auto context = static_cast<format::WakerContext>(key & 0xff);
     Breakdown::Waker waker{NameOf(tid), std::string(format::WakerContextName(context)), ns, ""};
-    if (context != format::WakerContext::kTask) {
+    if (context == format::WakerContext::kTask && tid == 0) {
+      // The idle task wakes nobody itself: an interrupt it was running under did.
+      waker.context = "interrupt";
+      waker.who = {0, 0, "interrupt", "taken while the CPU was idle"};
+    } else if (context != format::WakerContext::kTask) {
       waker.who = {0, 0, std::string(format::WakerContextName(context)),
                    fmt::format("interrupting tid {}", tid)};
     } else if (auto it = doing.find(tid); it != doing.end()) {
@@ -317,7 +321,8 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
   const Breakdown::Waker* waker = b.wakers.empty() ? nullptr : &b.wakers.front();
   auto by = [&](std::string_view verb) -> std::string {
     if (!waker) return "";
-    if (waker->context != "task") return fmt::format(", woken by {}", waker->context == "timer" ? "a timer" : waker->context);
+    if (waker->context == "timer") return std::string(", woken by a timer");
+    if (waker->context != "task") return fmt::format(", woken by an interrupt ({})", waker->context);
     return fmt::format(", {} {}{}", verb, waker->who.thread,
                        waker->doing.empty() ? "" : " in " + waker->doing);
   };

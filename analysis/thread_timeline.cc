@@ -92,6 +92,17 @@ void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
 void ThreadTimeline::OnSwitch(const format::Record& record, const format::SchedSwitch& change) {
   sched_seen_ = true;
   const uint64_t t = record.time_ns;
+  // The CPU ran a traced thread, yet another one switches out here: the
+  // first one's switch-out is missing from the trace. Since when it was off
+  // is unknown, so its time from its switch-in on reads as unaccounted.
+  if (const Cpu& cpu = CpuOf(record.cpu); cpu.current != record.tid && cpu.current != 0) {
+    if (auto lost = threads_.find(cpu.current); lost != threads_.end() &&
+                                                lost->second.state == ThreadState::kRunning &&
+                                                lost->second.cpu == record.cpu) {
+      Flush(cpu.current);
+      lost->second.state = ThreadState::kUnknown;
+    }
+  }
   // Whoever switched out had this CPU until now: every thread waiting here waited for it.
   for (uint32_t waiter : CpuOf(record.cpu).waiters) {
     if (auto it = threads_.find(waiter); it != threads_.end()) Credit(it->second, record.tid, t);
