@@ -342,7 +342,7 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
     return fmt::format("{}{} sleeping{}{}", head, Percent(b.Share(b.sleep_ns)), where, by("woken by"));
   }
   if (b.dominant == "unaccounted") {
-    return fmt::format("{}{} unaccounted (the trace has no scheduler records for that time)", head,
+    return fmt::format("{}{} unaccounted (no context switch of the thread covers that time)", head,
                        Percent(b.Share(b.unaccounted_ns)));
   }
   WaitClass wait = WaitClass::kOther;

@@ -49,17 +49,13 @@ struct {
 	__type(value, __u32);
 } timer_contexts SEC(".maps");
 
-/* The preempt count is per-CPU: __preempt_count (up to 6.1, and from
- * 6.15) or a field of pcpu_hot (6.2 to 6.14). Whichever this kernel lacks
- * resolves to NULL, and its branch is dead code to the verifier. The
- * kernel finds either only through kallsyms, which lists data symbols only
- * with CONFIG_KALLSYMS_ALL: the programs that read it come in a second
- * flavour (_pcnt) that the daemon loads only where it can. */
+/* The preempt count is the per-CPU __preempt_count (up to 6.1, and from
+ * 6.15; 6.2 to 6.14 keep it in pcpu_hot, which is not read: declaring a
+ * second weak ksym makes libbpf search module BTF, which fails without
+ * CAP_SYS_ADMIN). The kernel finds it only through kallsyms, which lists
+ * data symbols only with CONFIG_KALLSYMS_ALL: the programs that read it come
+ * in a second flavour (_pcnt) that the daemon loads only where it can. */
 extern const int __preempt_count __ksym __weak;
-struct pcpu_hot___loupe {
-	int preempt_count;
-} __attribute__((preserve_access_index));
-extern const struct pcpu_hot___loupe pcpu_hot __ksym __weak;
 
 #define LOUPE_NMI_MASK 0x00f00000
 #define LOUPE_HARDIRQ_MASK 0x000f0000
@@ -74,8 +70,6 @@ static __always_inline __u32 irq_context(bool preempt_count)
 		return LOUPE_WAKER_TASK;
 	if (&__preempt_count)
 		count = *(const int *)bpf_this_cpu_ptr(&__preempt_count);
-	else if (&pcpu_hot)
-		count = ((const struct pcpu_hot___loupe *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
 	if (count & LOUPE_NMI_MASK)
 		return LOUPE_WAKER_NMI;
 	if (count & LOUPE_HARDIRQ_MASK)

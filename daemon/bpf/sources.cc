@@ -58,7 +58,7 @@ WakerContextPath ProbeWakerContext() {
   btf* kernel = btf__load_vmlinux_btf();
   if (kernel == nullptr) return {false, "task or timer (no kernel BTF)"};
   WakerContextPath path{false, "task or timer (no per-CPU preempt count in BTF)"};
-  for (const char* variable : {"__preempt_count", "pcpu_hot"}) {
+  for (const char* variable : {"__preempt_count"}) {
     if (btf__find_by_name_kind(kernel, variable, BTF_KIND_VAR) <= 0) continue;
     if (InKallsyms(variable)) {
       path = {true, fmt::format("preempt_count via {}", variable)};

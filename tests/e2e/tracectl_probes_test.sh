@@ -51,12 +51,12 @@ for expected in 'thread_name: "worker-0"' 'name: "handle"' 'name: "depth"' \
                 'name: "operation 1 request"' 'name: "libc:clock_gettime"' 'name: "parsed"'; do
   grep -q "$expected" "$work/shim.perfetto" || fail "Perfetto trace lacks $expected"
 done
-# The report's span table, for the whole trace and for one operation.
+# Spans are requests: counted per kind, for the whole trace and for one operation.
 "$tracectl" report "$work/embedded" > "$work/report.txt" || true
-grep -Eq '^  handle +20 ' "$work/report.txt" || fail "report spans: $(grep -A4 '^spans' "$work/report.txt")"
+grep -Eq '^handle \(span\): 20 requests' "$work/report.txt" || fail "report spans: $(grep '(span)' "$work/report.txt")"
 "$tracectl" report --operation 1 "$work/embedded" > "$work/report_op.txt" || true
-grep -Eq '^  handle +1 ' "$work/report_op.txt" || fail "report --operation 1: $(grep -A4 '^spans' "$work/report_op.txt")"
-grep -q 'libc:clock_gettime' "$work/report.txt" || fail "no uprobe latencies in the report"
+grep -Eq '^handle \(span\): 1 requests' "$work/report_op.txt" || fail "report --operation 1: $(grep '(span)' "$work/report_op.txt")"
+grep -q 'clock_gettime (uprobe)' "$work/report.txt" || fail "no uprobe calls in the report: $(grep uprobe "$work/report.txt")"
 begins=$(grep -c 'type: TYPE_SLICE_BEGIN' "$work/shim.perfetto")
 ends=$(grep -c 'type: TYPE_SLICE_END' "$work/shim.perfetto")
 [ "$begins" = "$ends" ] || fail "$begins slice begins, $ends ends"

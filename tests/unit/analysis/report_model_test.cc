@@ -1,1 +1,180 @@
+// The report's request model on hand-built traces: a request blocked on a
+// lock that another thread holds, told by an operation and a span of the
+// same extent; a request crossing into a new segment (its preamble repeats);
+// a trace without scheduler records; unpaired begins and ends.
+#include "analysis/report_model.h"
+
 #include <gtest/gtest.h>
+
+#include "analysis/report_output.h"
+
+namespace loupe::analysis {
+namespace {
+
+using format::Record;
+
+constexpr uint32_t kPid = 10, kHandler = 11, kHolder = 12;
+constexpr uint64_t kFutexFrame = 0xffffffff81000010, kLockWait = 0x7f0000001000,
+                   kLookup = 0x401000, kCompact = 0x402000;
+const uint64_t kBlockedUser[] = {kLockWait, kLookup};
+const uint64_t kBlockedKernel[] = {kFutexFrame};
+const uint64_t kHolderUser[] = {kCompact};
+
+v1::SymbolTable Symbols() {
+  v1::SymbolTable table;
+  auto* libc = table.add_mappings();
+  libc->set_pid(kPid);
+  libc->set_path("/usr/lib/x86_64-linux-gnu/libc.so.6");
+  auto* app = table.add_mappings();
+  app->set_pid(kPid);
+  app->set_path("/srv/lock_service");
+  auto name = [&](uint32_t pid, uint64_t address, uint32_t mapping, const char* function) {
+    auto* entry = table.add_addresses();
+    entry->set_pid(pid);
+    entry->set_address(address);
+    entry->set_mapping(mapping);
+    entry->add_frames()->set_function(function);
+  };
+  name(0, kFutexFrame, 0, "futex_wait_queue");
+  name(kPid, kLockWait, 1, "__lll_lock_wait");
+  name(kPid, kLookup, 2, "lookup_shared_cache");
+  name(kPid, kCompact, 2, "janitor_compact_locked");
+  return table;
+}
+
+void Preamble(ReportModel& model, uint64_t t) {
+  model.Add({.time_ns = t, .tid = kPid, .payload = format::ProcessInfo{.name = "lock_service"}});
+  model.Add({.time_ns = t, .tid = kHandler, .payload = format::ThreadInfo{.pid = kPid, .name = "worker-0"}});
+  model.Add({.time_ns = t, .tid = kHolder, .payload = format::ThreadInfo{.pid = kPid, .name = "janitor"}});
+}
+
+// The handler's request: runs 1 µs, blocks on the lock 47 µs until the
+// janitor (sampled in janitor_compact_locked) lets go, waits 0.5 µs for
+// its CPU, runs 0.6 µs more.
+void LockWait(ReportModel& model, bool new_segment_midway) {
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kHolder, 0}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::OperationBegin{42, "request"}});
+  model.Add({.time_ns = 2'100, .tid = kHandler,
+             .payload = format::SpanBegin{.span_id = 1, .operation_id = 42, .name = "handle"}});
+  model.Add({.time_ns = 3'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+  model.Add({.time_ns = 5'000, .tid = kHolder, .cpu = 1,
+             .payload = format::CpuSample{.user_stack = kHolderUser}});
+  if (new_segment_midway) Preamble(model, 20'000);
+  model.Add({.time_ns = 50'000, .tid = kHolder, .cpu = 1,
+             .payload = format::SchedWakeup{.woken_tid = kHandler, .target_cpu = 0}});
+  model.Add({.time_ns = 50'500, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 50'500, .tid = kHandler, .cpu = 0,
+             .payload = format::OffCpu{.duration_ns = 47'500, .runq_ns = 500, .prev_state = 1,
+                                       .waker_tid = kHolder, .user_stack = kBlockedUser,
+                                       .kernel_stack = kBlockedKernel, .operation_id = 42}});
+  model.Add({.time_ns = 51'000, .tid = kHandler, .payload = format::SpanEnd{1}});
+  model.Add({.time_ns = 51'100, .tid = kHandler, .payload = format::OperationEnd{42}});
+  model.AddSymbols(Symbols());
+  model.Finish();
+}
+
+const KindReport* KindNamed(const ReportModel& model, std::string_view name) {
+  for (const KindReport& kind : model.kinds()) {
+    if (kind.kind.name == name) return &kind;
+  }
+  return nullptr;
+}
+
+void ExpectPartsAddUp(const Breakdown& b) {
+  uint64_t off = 0;
+  for (const auto& [wait, ns] : b.off_cpu_ns) off += ns;
+  EXPECT_EQ(b.on_cpu_ns + b.runq_ns + b.unaccounted_ns + off, b.duration_ns);
+}
+
+TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
+  ReportModel model({});
+  LockWait(model, false);
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  const Breakdown& slow = operation->slow;
+  EXPECT_EQ(slow.count, 1u);
+  EXPECT_EQ(slow.duration_ns, 49'100u);
+  EXPECT_EQ(slow.on_cpu_ns, 1'000u + 600u);  // exact, from switches
+  EXPECT_EQ(slow.off_cpu_ns.at("lock"), 47'000u);
+  EXPECT_EQ(slow.runq_ns, 500u);  // counted once: not inside the lock wait too
+  EXPECT_EQ(slow.unaccounted_ns, 0u);
+  ExpectPartsAddUp(slow);
+  EXPECT_EQ(slow.dominant, "blocked");
+  EXPECT_EQ(slow.dominant_class, "lock");
+  ASSERT_FALSE(slow.stacks.empty());
+  EXPECT_EQ(slow.stacks[0].function, "lookup_shared_cache");  // libc's frames are not the app's
+  ASSERT_FALSE(slow.wakers.empty());
+  EXPECT_EQ(slow.wakers[0].who.thread, "janitor");
+  EXPECT_EQ(slow.wakers[0].doing, "janitor_compact_locked");
+  EXPECT_EQ(slow.sentence,
+            "slow request: 96 % blocked on a lock in lookup_shared_cache, held by janitor in "
+            "janitor_compact_locked");
+
+  // The operation and its span cover one extent: listed once.
+  ASSERT_EQ(model.slowest().size(), 1u);
+  EXPECT_EQ(model.slowest()[0].also.size(), 1u);
+  EXPECT_EQ(model.slowest()[0].args, std::vector<int64_t>{42});
+  ExpectPartsAddUp(model.slowest()[0].breakdown);
+
+  const std::string text = ReportText(model, {.events = 14});
+  std::string first_screen;
+  size_t line = 0, at = 0;
+  while (line++ < 30 && at != std::string::npos) {
+    const size_t next = text.find('\n', at);
+    first_screen += text.substr(at, next == std::string::npos ? next : next + 1 - at);
+    at = next == std::string::npos ? next : next + 1;
+  }
+  EXPECT_NE(first_screen.find("held by janitor in janitor_compact_locked"), std::string::npos)
+      << text;
+  EXPECT_NE(ReportJson(model, {}).find("\"dominant_class\":\"lock\""), std::string::npos);
+}
+
+TEST(ReportModelTest, ARequestCrossingIntoANewSegmentIsOneRequest) {
+  ReportModel model({});
+  LockWait(model, /*new_segment_midway=*/true);
+  const KindReport* span = KindNamed(model, "handle");
+  ASSERT_NE(span, nullptr);
+  EXPECT_EQ(span->count, 1u);
+  EXPECT_EQ(span->slow.duration_ns, 48'900u);
+  EXPECT_EQ(span->slow.off_cpu_ns.at("lock"), 47'000u);
+  ExpectPartsAddUp(span->slow);
+}
+
+TEST(ReportModelTest, WithoutSchedulerRecordsRequestsAreReportedAndUnaccounted) {
+  ReportModel model({});
+  Preamble(model, 100);
+  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::SpanBegin{.span_id = 5, .name = "handle"}});
+  model.Add({.time_ns = 9'000, .tid = kHandler, .payload = format::SpanEnd{5}});
+  model.Finish();
+  EXPECT_FALSE(model.has_sched_data());
+  const KindReport* span = KindNamed(model, "handle");
+  ASSERT_NE(span, nullptr);
+  EXPECT_EQ(span->slow.unaccounted_ns, 8'000u);
+  EXPECT_EQ(span->slow.dominant, "unaccounted");
+  const std::string text = ReportText(model, {});
+  const size_t said = text.find("no scheduler records");
+  ASSERT_NE(said, std::string::npos) << text;
+  EXPECT_EQ(text.find("no scheduler records", said + 1), std::string::npos) << "said once";
+}
+
+TEST(ReportModelTest, UnpairedBeginsAndEndsAreCountedNotLost) {
+  ReportModel model({.pairs = {*ParseUsdtPair("db:query__start..query__done")}});
+  Preamble(model, 100);
+  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::UsdtEvent{.probe = "db:query__done"}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::UsdtEvent{.probe = "db:query__start"}});
+  model.Add({.time_ns = 3'000, .tid = kHandler, .payload = format::UsdtEvent{.probe = "db:query__done"}});
+  model.Add({.time_ns = 4'000, .tid = kHandler, .payload = format::UsdtEvent{.probe = "db:query__start"}});
+  model.Finish();
+  const KindReport* query = KindNamed(model, "db:query");
+  ASSERT_NE(query, nullptr);
+  EXPECT_EQ(query->count, 1u);
+  EXPECT_EQ(query->unpaired_ends, 1u);
+  EXPECT_EQ(query->unpaired_begins, 1u);
+  EXPECT_NE(ReportText(model, {}).find("unpaired: 1 begun without an end, 1 ended without a begin"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace loupe::analysis

@@ -1,1 +1,188 @@
+// The per-thread state timeline on hand-built scheduler records: every
+// nanosecond in one state, wakeups that race the switch-out, preemption
+// right after a wakeup, migration while runnable, interrupt wakeups, and
+// switches missing from the trace.
+#include "analysis/thread_timeline.h"
+
 #include <gtest/gtest.h>
+
+#include <vector>
+
+namespace loupe::analysis {
+namespace {
+
+using format::Record;
+using format::SchedSwitch;
+using format::SchedWakeup;
+using format::WakerContext;
+
+constexpr uint32_t kPid = 100, kA = 101, kB = 102;
+
+struct Seen {
+  ThreadState state;
+  uint64_t begin, end;
+  uint32_t wake_tid = 0;
+  WakerContext context = WakerContext::kTask;
+  bool woken = false;
+  uint32_t stack = 0;
+  std::vector<Holder> holders;
+};
+
+class TimelineTest : public ::testing::Test {
+ protected:
+  TimelineTest() {
+    Feed({.tid = kPid, .payload = format::ProcessInfo{.name = "svc"}});
+    Feed({.tid = kA, .payload = format::ThreadInfo{.pid = kPid, .name = "a"}});
+    Feed({.tid = kB, .payload = format::ThreadInfo{.pid = kPid, .name = "b"}});
+  }
+  void Feed(const Record& record, uint32_t stack = 0) {
+    directory_.Observe(record);
+    timeline_.Add(record, stack);
+  }
+  void Switch(uint64_t t, uint32_t cpu, uint32_t prev, uint32_t next, uint32_t prev_state) {
+    Feed({.time_ns = t, .tid = prev, .cpu = cpu, .payload = SchedSwitch{next, prev_state}});
+  }
+  void Wake(uint64_t t, uint32_t waker, uint32_t woken, uint32_t cpu,
+            WakerContext context = WakerContext::kTask) {
+    Feed({.time_ns = t,
+          .tid = waker,
+          .cpu = cpu,
+          .payload = SchedWakeup{.woken_tid = woken, .target_cpu = cpu, .context = context}});
+  }
+  // The intervals of one thread, in the order they ended.
+  std::vector<Seen> Of(uint32_t tid) const {
+    std::vector<Seen> mine;
+    for (size_t i = 0; i < seen_.size(); ++i) {
+      if (tids_[i] == tid) mine.push_back(seen_[i]);
+    }
+    return mine;
+  }
+
+  ThreadDirectory directory_;
+  std::vector<Seen> seen_;
+  std::vector<uint32_t> tids_;
+  ThreadTimeline timeline_{directory_, [this](const StateInterval& interval) {
+                             seen_.push_back({interval.state, interval.begin_ns, interval.end_ns,
+                                              interval.wake.tid, interval.wake.context,
+                                              interval.wake.seen, interval.stack,
+                                              {interval.holders.begin(), interval.holders.end()}});
+                             tids_.push_back(interval.tid);
+                           }};
+};
+
+TEST_F(TimelineTest, SleepWakeupAndRunAddUpWithTheirEvidence) {
+  Switch(1'000, 0, 0, kA, 0);          // a starts running
+  Switch(5'000, 0, kA, 0, 1);          // sleeps (S)
+  Wake(9'000, kB, kA, 0);              // b wakes it
+  Switch(9'500, 0, 0, kA, 0);          // idle hands the CPU over
+  Feed({.time_ns = 9'500, .tid = kA, .cpu = 0, .payload = format::OffCpu{.prev_state = 1}}, 7);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].state, ThreadState::kRunning);
+  EXPECT_EQ(a[0].end - a[0].begin, 4'000u);
+  EXPECT_EQ(a[1].state, ThreadState::kBlocked);
+  EXPECT_EQ(a[1].begin, 5'000u);
+  EXPECT_EQ(a[1].end, 9'000u);  // blocked until the wakeup, not the switch-in
+  EXPECT_TRUE(a[1].woken);
+  EXPECT_EQ(a[1].wake_tid, kB);
+  EXPECT_EQ(a[1].stack, 7u);  // the switch-out's stacks, from the off_cpu record
+  EXPECT_EQ(a[2].state, ThreadState::kRunnable);
+  EXPECT_EQ(a[2].end - a[2].begin, 500u);  // waiting for the CPU counts once, here
+  ASSERT_EQ(a[2].holders.size(), 1u);
+  EXPECT_EQ(a[2].holders[0].tid, 0u);  // the CPU was idle, waking up
+  EXPECT_EQ(a[2].holders[0].ns, 500u);
+  EXPECT_EQ(timeline_.state(kA), ThreadState::kRunning);
+}
+
+TEST_F(TimelineTest, PreemptionRightAfterAWakeupIsRunQueueTimeHeldByThePreempter) {
+  Switch(10, 0, 0, kA, 0);
+  Switch(20, 0, kA, 0, 1);
+  Wake(30, kB, kA, 0);
+  Switch(35, 0, 0, kA, 0);   // runs 5 ns
+  Switch(40, 0, kA, kB, 0);  // preempted by b at once
+  Switch(70, 0, kB, kA, 0);  // b held the CPU 30 ns
+  timeline_.Flush(kA);       // no off_cpu record follows: what waited for one goes out
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a[3].state, ThreadState::kRunning);
+  EXPECT_EQ(a[3].end - a[3].begin, 5u);
+  EXPECT_EQ(a[4].state, ThreadState::kRunnable);
+  EXPECT_EQ(a[4].begin, 40u);
+  EXPECT_EQ(a[4].end, 70u);
+  ASSERT_EQ(a[4].holders.size(), 1u);
+  EXPECT_EQ(a[4].holders[0].tid, kB);
+  EXPECT_EQ(a[4].holders[0].ns, 30u);
+}
+
+TEST_F(TimelineTest, AWakeupSeenBeforeTheSwitchOutMakesItRunnableNotBlocked) {
+  Switch(100, 0, 0, kA, 0);
+  Wake(200, kB, kA, 1);        // raced: a is still on its way out
+  Switch(203, 0, kA, 0, 1);    // switch-out says S, but it was woken already
+  Switch(250, 0, 0, kA, 0);
+  timeline_.Flush(kA);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].state, ThreadState::kRunning);
+  EXPECT_EQ(a[1].state, ThreadState::kRunnable);
+  EXPECT_EQ(a[1].begin, 203u);
+  EXPECT_EQ(a[1].end, 250u);
+}
+
+TEST_F(TimelineTest, MigrationWhileRunnableCreditsTheHoldersOfBothCpus) {
+  constexpr uint32_t kNoisy1 = 201, kNoisy2 = 202, kNoisy3 = 203;
+  Switch(10, 0, 0, kA, 0);
+  Switch(20, 0, kA, kNoisy1, 1);  // a sleeps, noisy1 runs on cpu 0
+  Wake(100, kB, kA, 0);           // queued on cpu 0
+  Switch(110, 0, kNoisy1, kNoisy2, 0);
+  Feed({.time_ns = 120, .tid = kA, .cpu = 0, .payload = format::SchedMigrate{0, 1}});
+  Switch(130, 1, kNoisy3, kA, 0);  // runs on cpu 1
+  timeline_.Flush(kA);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.back().state, ThreadState::kRunnable);
+  EXPECT_EQ(a.back().end - a.back().begin, 30u);
+  uint64_t credited = 0;
+  std::vector<uint32_t> who;
+  for (const Holder& holder : a.back().holders) {
+    credited += holder.ns;
+    who.push_back(holder.tid);
+    EXPECT_EQ(holder.ns, 10u) << holder.tid;
+  }
+  EXPECT_EQ(credited, 30u);
+  EXPECT_EQ(who, (std::vector<uint32_t>{kNoisy1, kNoisy2, kNoisy3}));
+}
+
+TEST_F(TimelineTest, InterruptWakeupsKeepTheirContextNotTheInterruptedTask) {
+  Switch(10, 0, 0, kA, 0);
+  Switch(20, 0, kA, kB, 1);
+  Wake(50, kB, kA, 0, WakerContext::kTimer);  // b was only the task the timer interrupted
+  Switch(60, 0, kB, kA, 0);
+  timeline_.Flush(kA);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_GE(a.size(), 2u);
+  EXPECT_EQ(a[1].state, ThreadState::kBlocked);
+  EXPECT_EQ(a[1].context, WakerContext::kTimer);
+}
+
+TEST_F(TimelineTest, ASwitchMissingFromTheTraceLeavesTimeUnaccountedNotRunning) {
+  Switch(10, 0, 0, kA, 0);  // a runs on cpu 0
+  Switch(50, 0, kB, 0, 1);  // yet b switches out of cpu 0: a's switch-out is lost
+  EXPECT_EQ(timeline_.state(kA), ThreadState::kUnknown);
+  for (const Seen& seen : Of(kA)) EXPECT_NE(seen.state, ThreadState::kRunning);
+  timeline_.Finish(100);
+  for (const Seen& seen : Of(kA)) EXPECT_NE(seen.state, ThreadState::kRunning);
+}
+
+TEST_F(TimelineTest, ForeignThreadsHaveNoTimelineAndExitEndsRunning) {
+  Feed({.tid = 300, .payload = format::ThreadInfo{.pid = 300, .name = "noisy", .foreign = true,
+                                                  .process_name = "bg"}});
+  Switch(10, 0, 300, kA, 0);
+  Feed({.time_ns = 40, .tid = kA, .cpu = 0, .payload = format::ThreadExit{.pid = kPid}});
+  EXPECT_TRUE(Of(300).empty());
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].state, ThreadState::kRunning);
+  EXPECT_EQ(a[0].end, 40u);
+}
+
+}  // namespace
+}  // namespace loupe::analysis

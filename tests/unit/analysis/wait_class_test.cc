@@ -1,1 +1,57 @@
+// Blocked intervals classified once from their own switch-out's stacks.
+#include "analysis/wait_class.h"
+
 #include <gtest/gtest.h>
+
+namespace loupe::analysis {
+namespace {
+
+std::vector<NamedFrame> Frames(std::initializer_list<const char*> names, bool kernel) {
+  std::vector<NamedFrame> frames;
+  for (const char* name : names) frames.push_back({name, "", 0, kernel});
+  return frames;
+}
+
+WaitClass Classify(std::initializer_list<const char*> kernel, std::initializer_list<const char*> user,
+                   uint32_t state = 1) {
+  const std::vector<NamedFrame> k = Frames(kernel, true), u = Frames(user, false);
+  return ClassifyWait(state, k, u).wait;
+}
+
+TEST(WaitClassTest, FutexesAreLocksOrConditionsByTheirUserStack) {
+  const auto futex = {"schedule", "futex_wait_queue", "futex_wait", "do_futex"};
+  EXPECT_EQ(Classify(futex, {"__lll_lock_wait", "pthread_mutex_lock", "lookup"}), WaitClass::kLock);
+  EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "pthread_cond_wait", "idle"}),
+            WaitClass::kCondition);
+  EXPECT_EQ(Classify(futex, {"sem_wait", "consumer"}), WaitClass::kCondition);
+  EXPECT_EQ(Classify(futex, {}), WaitClass::kFutex);  // no user stack: cannot tell
+}
+
+TEST(WaitClassTest, KernelFramesTellIoSleepPollAndFaults) {
+  EXPECT_EQ(Classify({"schedule", "pipe_read", "vfs_read"}, {"read"}), WaitClass::kPipeSocket);
+  EXPECT_EQ(Classify({"schedule", "unix_stream_read_generic"}, {}), WaitClass::kPipeSocket);
+  EXPECT_EQ(Classify({"schedule", "schedule_hrtimeout_range", "ep_poll", "do_epoll_wait"}, {}),
+            WaitClass::kPoll);
+  EXPECT_EQ(Classify({"schedule", "do_nanosleep", "hrtimer_nanosleep"}, {"nanosleep"}),
+            WaitClass::kSleep);
+  EXPECT_EQ(Classify({"io_schedule", "folio_wait_bit_common", "filemap_fault", "__do_fault",
+                      "handle_mm_fault", "exc_page_fault"},
+                     {}, 2),
+            WaitClass::kPageFault);  // a fault that waits for the disk is a fault
+  EXPECT_EQ(Classify({"io_schedule", "blk_mq_get_tag", "submit_bio"}, {}, 2), WaitClass::kBlockIo);
+  EXPECT_EQ(Classify({"schedule"}, {}, 2), WaitClass::kOther);
+}
+
+TEST(WaitClassTest, TheTracersOwnUprobeHandlingIsNeverTheApplications) {
+  EXPECT_EQ(Classify({"schedule", "rwsem_down_read_slowpath", "uprobe_notify_resume",
+                      "exit_to_user_mode_loop"},
+                     {"loupe__emit_span_begin", "handle"}),
+            WaitClass::kTracer);
+  const std::vector<NamedFrame> kernel = Frames({"schedule", "futex_wait_queue"}, true);
+  const Classified why = ClassifyWait(1, kernel, {});
+  EXPECT_EQ(why.deciding_frame, 1);  // the frame shown with the blocking stack
+  EXPECT_EQ(WaitClassName(WaitClass::kPipeSocket), "pipe_socket");
+}
+
+}  // namespace
+}  // namespace loupe::analysis
