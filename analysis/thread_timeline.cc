@@ -104,9 +104,7 @@ void ThreadTimeline::OnSwitch(const format::Record& record, const format::SchedS
     }
   }
   // Whoever switched out had this CPU until now: every thread waiting here waited for it.
-  for (uint32_t waiter : CpuOf(record.cpu).waiters) {
-    if (auto it = threads_.find(waiter); it != threads_.end()) Credit(it->second, record.tid, t);
-  }
+  for (const auto& [waiter, track] : CpuOf(record.cpu).waiters) Credit(*track, record.tid, t);
   if (Track* prev = Traced(record.tid)) SwitchOut(record.tid, *prev, t, record.cpu, change.prev_state);
   if (Track* next = Traced(change.next_tid)) SwitchIn(change.next_tid, *next, t, record.cpu);
   Cpu& cpu = CpuOf(record.cpu);
@@ -180,7 +178,7 @@ void ThreadTimeline::BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint
   track.cpu = cpu;
   track.credited_until = t;
   track.holders.clear();
-  CpuOf(cpu).waiters.push_back(tid);
+  CpuOf(cpu).waiters.emplace_back(tid, &track);
 }
 
 void ThreadTimeline::Credit(Track& track, uint32_t holder, uint64_t until) {
@@ -197,10 +195,10 @@ void ThreadTimeline::Credit(Track& track, uint32_t holder, uint64_t until) {
 }
 
 void ThreadTimeline::LeaveWaiters(uint32_t tid, uint32_t cpu) {
-  std::vector<uint32_t>& waiters = CpuOf(cpu).waiters;
-  if (auto it = std::find(waiters.begin(), waiters.end(), tid); it != waiters.end()) {
-    waiters.erase(it);
-  }
+  auto& waiters = CpuOf(cpu).waiters;
+  auto it = std::find_if(waiters.begin(), waiters.end(),
+                         [tid](const auto& waiter) { return waiter.first == tid; });
+  if (it != waiters.end()) waiters.erase(it);
 }
 
 void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedWakeup& wakeup) {
@@ -241,7 +239,7 @@ void ThreadTimeline::OnMigrate(const format::Record& record, const format::Sched
   }
   LeaveWaiters(record.tid, track->cpu);
   track->cpu = migrate.dest_cpu;
-  CpuOf(migrate.dest_cpu).waiters.push_back(record.tid);
+  CpuOf(migrate.dest_cpu).waiters.emplace_back(record.tid, track);
 }
 
 void ThreadTimeline::OnOffCpu(const format::Record& record, uint32_t stack) {

@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "analysis/thread_directory.h"
 #include "daemon/format/record.h"
 
@@ -106,7 +106,7 @@ class ThreadTimeline {
   struct Cpu {
     uint32_t current = 0;  // the thread the last switch seen here went to
     bool current_known = false;  // no switch here can have gone unrecorded since
-    std::vector<uint32_t> waiters;  // traced threads runnable here
+    std::vector<std::pair<uint32_t, Track*>> waiters;  // traced threads runnable here
   };
 
   Track* Traced(uint32_t tid);
@@ -125,7 +125,7 @@ class ThreadTimeline {
 
   const ThreadDirectory& directory_;
   Sink sink_;
-  absl::flat_hash_map<uint32_t, Track> threads_;
+  absl::node_hash_map<uint32_t, Track> threads_;  // nodes: waiters point at them
   std::vector<Cpu> cpus_;
   bool sched_seen_ = false;
 };
