@@ -192,24 +192,10 @@ void ReportModel::Keep(Finished finished) {
 std::string ReportModel::WaitOf(uint64_t evidence) {
   auto [it, added] = wait_of_.try_emplace(evidence);
   if (added) {
-    std::vector<NamedFrame> kernel, user;
-    for (NamedFrame& frame : stacks_.StackFrames(EvidenceStack(evidence))) {
-      (frame.kernel ? kernel : user).push_back(std::move(frame));
-    }
-    it->second = std::string(WaitClassName(ClassifyWait(EvidenceState(evidence), kernel, user).wait));
+    it->second = std::string(
+        WaitClassName(ClassifyStack(stacks_, EvidenceStack(evidence), EvidenceState(evidence))));
   }
   return it->second;
-}
-
-std::string ReportModel::InnermostApplicationFunction(uint32_t stack) const {
-  const std::vector<NamedFrame> frames = stacks_.StackFrames(stack);
-  for (const NamedFrame& frame : frames) {
-    if (!frame.kernel && !frame.system) return frame.function;
-  }
-  for (const NamedFrame& frame : frames) {
-    if (!frame.kernel) return frame.function;
-  }
-  return frames.empty() ? "" : frames.front().function;
 }
 
 Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
@@ -239,11 +225,8 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
   std::vector<StackShare> shares;
   for (const auto& [wait, stacks] : stacks_by_wait) {
     for (const auto& [stack, ns] : stacks) {
-      StackShare share{wait, ns, {}, InnermostApplicationFunction(stack)};
-      std::vector<NamedFrame> kernel, user;
-      for (NamedFrame& frame : stacks_.StackFrames(stack)) {
-        (frame.kernel ? kernel : user).push_back(std::move(frame));
-      }
+      StackShare share{wait, ns, {}, stacks_.InnermostApplicationFunction(stack)};
+      auto [kernel, user] = SplitFrames(stacks_, stack);
       const Classified why = ClassifyWait(0, kernel, user);
       if (why.deciding_frame >= 0) share.frames.push_back(kernel[why.deciding_frame]);
       share.frames.insert(share.frames.end(), user.begin(), user.end());
@@ -296,7 +279,7 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
       waker.who = {0, 0, std::string(format::WakerContextName(context)),
                    fmt::format("interrupting tid {}", tid)};
     } else if (auto it = doing.find(tid); it != doing.end()) {
-      waker.doing = InnermostApplicationFunction(it->second.first);
+      waker.doing = stacks_.InnermostApplicationFunction(it->second.first);
     }
     b.wakers.push_back(std::move(waker));
   }

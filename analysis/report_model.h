@@ -175,7 +175,6 @@ class ReportModel {
   Breakdown Classify(const Anatomy& anatomy, std::string_view short_name);
   std::string WaitOf(uint64_t evidence);
   ThreadName NameOf(uint32_t tid) const;
-  std::string InnermostApplicationFunction(uint32_t stack) const;
   std::string Sentence(const Breakdown& b, std::string_view short_name) const;
 
   ReportOptions options_;

@@ -124,4 +124,15 @@ std::vector<NamedFrame> StackProfile::StackFrames(uint32_t id) const {
   return frames;
 }
 
+std::string StackProfile::InnermostApplicationFunction(uint32_t id) const {
+  const std::vector<NamedFrame> frames = StackFrames(id);
+  for (const NamedFrame& frame : frames) {
+    if (!frame.kernel && !frame.system) return frame.function;
+  }
+  for (const NamedFrame& frame : frames) {
+    if (!frame.kernel) return frame.function;
+  }
+  return frames.empty() ? "" : frames.front().function;
+}
+
 }  // namespace loupe::analysis

@@ -61,6 +61,10 @@ class StackProfile {
   // Every frame of a stack, innermost first: kernel frames, then user
   // frames; the tracer's own frames left out.
   std::vector<NamedFrame> StackFrames(uint32_t id) const;
+  // Where the application itself was in a stack: its innermost frame that
+  // is not a system library's, else the innermost user frame, else the
+  // innermost frame ("" for none).
+  std::string InnermostApplicationFunction(uint32_t id) const;
   // The mapping of a user address, or nullptr.
   const v1::SymbolTable::Mapping* MappingOf(uint32_t pid, uint64_t address) const;
 

@@ -99,4 +99,17 @@ Classified ClassifyWait(uint32_t prev_state, std::span<const NamedFrame> kernel,
   return {WaitClass::kOther, -1};
 }
 
+SplitStack SplitFrames(const StackProfile& stacks, uint32_t stack) {
+  SplitStack split;
+  for (NamedFrame& frame : stacks.StackFrames(stack)) {
+    (frame.kernel ? split.kernel : split.user).push_back(std::move(frame));
+  }
+  return split;
+}
+
+WaitClass ClassifyStack(const StackProfile& stacks, uint32_t stack, uint32_t prev_state) {
+  const SplitStack split = SplitFrames(stacks, stack);
+  return ClassifyWait(prev_state, split.kernel, split.user).wait;
+}
+
 }  // namespace loupe::analysis

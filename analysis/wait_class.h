@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "analysis/stack_profile.h"
 
@@ -37,6 +38,16 @@ struct Classified {
 // `kernel` and `user` innermost first (tracer frames already left out).
 Classified ClassifyWait(uint32_t prev_state, std::span<const NamedFrame> kernel,
                         std::span<const NamedFrame> user);
+
+// A stack's frames by side, each innermost first (tracer frames left out).
+struct SplitStack {
+  std::vector<NamedFrame> kernel, user;
+};
+SplitStack SplitFrames(const StackProfile& stacks, uint32_t stack);
+
+// The wait of one blocked interval from its switch-out's state and stacks
+// (a StackProfile id): the report and the exports must name a wait alike.
+WaitClass ClassifyStack(const StackProfile& stacks, uint32_t stack, uint32_t prev_state);
 
 }  // namespace loupe::analysis
 
