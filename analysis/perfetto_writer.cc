@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "absl/hash/hash.h"
+#include "analysis/wait_class.h"
 #include "daemon/format/wire.h"
 
 namespace loupe::analysis {
@@ -17,11 +20,11 @@ constexpr uint32_t kTraceField = 1;  // Trace.packet
 enum TrackKind : uint64_t {
   kProcessTrack = 1,
   kThreadTrack,
-  kOffCpuTrack,
+  kSchedulingTrack,
   kUprobeTrack,
   kCounterTrack,
-  kOperationTrack,
-  kOperationThreadTrack,
+  kRequestsTrack,
+  kRequestLaneTrack,
   kLossTrack,
 };
 uint64_t Uuid(TrackKind kind, uint64_t id) { return kind << 56 | (id & ((1ull << 56) - 1)); }
@@ -57,15 +60,34 @@ perfetto::DebugAnnotation Arg(std::string_view name, const format::Value& value)
   return arg;
 }
 
-// What a thread was doing off CPU, from its state at switch-out.
-const char* OffCpuName(const format::OffCpu& off) {
-  if (off.prev_state == 0) return "preempted";
-  if (off.prev_state & 0x1) return "sleeping";
-  if (off.prev_state & 0x2) return "blocked (uninterruptible)";
-  return "off-CPU";
+perfetto::DebugAnnotation Arg(std::string_view name, std::string value) {
+  perfetto::DebugAnnotation arg;
+  arg.set_name(std::string(name));
+  arg.set_string_value(std::move(value));
+  return arg;
+}
+
+std::string Duration(uint64_t ns) {
+  return ns >= 1'000'000 ? fmt::format("{:.1f} ms", ns / 1e6) : fmt::format("{:.1f} us", ns / 1e3);
+}
+
+// A blocking stack in one line, innermost first, so the frame that blocked leads.
+std::string StackLine(const std::vector<NamedFrame>& frames) {
+  std::string line;
+  for (const NamedFrame& frame : frames) {
+    if (!line.empty()) line += " < ";
+    line += frame.function;
+    if (frame.kernel) line += " [kernel]";
+  }
+  return line;
 }
 
 }  // namespace
+
+PerfettoWriter::PerfettoWriter(std::ostream& out, StackProfile& stacks)
+    : out_(out),
+      stacks_(stacks),
+      timeline_(threads_, [this](const StateInterval& interval) { OnInterval(interval); }) {}
 
 perfetto::TracePacket PerfettoWriter::Packet(uint64_t time_ns) {
   perfetto::TracePacket packet;
@@ -154,26 +176,20 @@ uint64_t PerfettoWriter::CounterTrack(uint32_t pid, std::string_view name) {
   return uuid;
 }
 
-uint64_t PerfettoWriter::OperationTrack(uint64_t operation, std::string_view name) {
-  const uint64_t uuid = Uuid(kOperationTrack, absl::HashOf(operation));
-  if (described_.insert(uuid).second) {
-    operations_[operation].tracks.push_back(uuid);
+uint64_t PerfettoWriter::RequestLane(size_t lane) {
+  const uint64_t parent = Uuid(kRequestsTrack, 0);
+  if (described_.insert(parent).second) {
     perfetto::TrackDescriptor descriptor;
-    descriptor.set_uuid(uuid);
-    descriptor.set_name(fmt::format("operation {} {}", operation, name));
+    descriptor.set_uuid(parent);
+    descriptor.set_name("requests");
     Descriptor(std::move(descriptor));
   }
-  return uuid;
-}
-
-uint64_t PerfettoWriter::OperationThreadTrack(uint64_t operation, uint32_t tid) {
-  const uint64_t uuid = Uuid(kOperationThreadTrack, absl::HashOf(operation, tid));
+  const uint64_t uuid = Uuid(kRequestLaneTrack, lane);
   if (described_.insert(uuid).second) {
-    operations_[operation].tracks.push_back(uuid);
     perfetto::TrackDescriptor descriptor;
     descriptor.set_uuid(uuid);
-    descriptor.set_parent_uuid(OperationTrack(operation, operations_[operation].name));
-    descriptor.set_name(fmt::format("{} {}", threads_.ThreadName(tid), tid));
+    descriptor.set_parent_uuid(parent);
+    descriptor.set_name(fmt::format("requests {}", lane + 1));
     Descriptor(std::move(descriptor));
   }
   return uuid;
@@ -189,12 +205,13 @@ perfetto::TrackEvent* PerfettoWriter::Event(perfetto::TracePacket& packet,
   return event;
 }
 
-void PerfettoWriter::Slice(uint64_t track, std::string_view name, uint64_t begin_ns,
-                           uint64_t end_ns, const std::vector<perfetto::DebugAnnotation>& args) {
-  perfetto::TracePacket begin = Packet(begin_ns);
-  perfetto::TrackEvent* event = Event(begin, perfetto::TrackEvent::TYPE_SLICE_BEGIN, track, name);
-  for (const auto& arg : args) *event->add_debug_annotations() = arg;
-  Emit(begin);
+void PerfettoWriter::Slice(uint64_t track, perfetto::TrackEvent begin, uint64_t begin_ns,
+                           uint64_t end_ns) {
+  perfetto::TracePacket begin_packet = Packet(begin_ns);
+  begin.set_type(perfetto::TrackEvent::TYPE_SLICE_BEGIN);
+  begin.set_track_uuid(track);
+  *begin_packet.mutable_track_event() = std::move(begin);
+  Emit(begin_packet);
   perfetto::TracePacket end = Packet(end_ns);
   Event(end, perfetto::TrackEvent::TYPE_SLICE_END, track, "");
   Emit(end);
@@ -208,7 +225,7 @@ void PerfettoWriter::Sample(const format::Record& record, const format::CpuSampl
   const uint32_t pid = threads_.PidOf(record.tid);
   std::vector<uint64_t> frames;  // innermost first, then reversed
   auto add = [&](uint64_t address, bool kernel) {
-    for (NamedFrame& frame : names_.Frames(pid, address, kernel)) {
+    for (NamedFrame& frame : stacks_.Frames(pid, address, kernel)) {
       const std::string name = kernel ? frame.function + " [kernel]" : frame.function;
       auto [it, added] = function_ids_.emplace(name, function_ids_.size() + 1);
       if (added) {
@@ -240,17 +257,136 @@ void PerfettoWriter::Sample(const format::Record& record, const format::CpuSampl
   Emit(packet);
 }
 
-void PerfettoWriter::Release(uint64_t operation) {
-  auto it = operations_.find(operation);
-  if (it == operations_.end() || it->second.open || it->second.open_spans > 0) return;
-  for (uint64_t uuid : it->second.tracks) described_.erase(uuid);
-  operations_.erase(it);
+std::string PerfettoWriter::Who(uint32_t tid) const {
+  if (tid == 0) return "idle";
+  const std::string name = threads_.ThreadName(tid);
+  return name.empty() ? fmt::format("tid {} ({})", tid, threads_.ProcessNameOf(tid))
+                      : fmt::format("{} (tid {}, {})", name, tid, threads_.ProcessNameOf(tid));
+}
+
+void PerfettoWriter::OnInterval(const StateInterval& interval) {
+  if (interval.state == ThreadState::kBlocked) {
+    Blocked(interval);
+  } else if (interval.state == ThreadState::kRunnable) {
+    Runnable(interval);
+  }
+}
+
+void PerfettoWriter::Blocked(const StateInterval& interval) {
+  perfetto::TrackEvent event;
+  event.set_name(std::string(
+      WaitClassName(ClassifyStack(stacks_, interval.stack, interval.prev_state))));
+  if (interval.stack != StackProfile::kNoStack) {
+    *event.add_debug_annotations() =
+        Arg("function", stacks_.InnermostApplicationFunction(interval.stack));
+    *event.add_debug_annotations() = Arg("stack", StackLine(stacks_.StackFrames(interval.stack)));
+  }
+  const Wake& wake = interval.wake;
+  if (wake.seen) {
+    if (wake.context != format::WakerContext::kTask) {
+      *event.add_debug_annotations() = Arg("waker", std::string(format::WakerContextName(wake.context)));
+    } else if (wake.tid == 0) {
+      // The idle task wakes nobody itself: an interrupt it was running under did.
+      *event.add_debug_annotations() = Arg("waker", std::string("interrupt"));
+    } else {
+      *event.add_debug_annotations() = Arg("waker", Who(wake.tid));
+      *event.add_debug_annotations() = Arg("waker_tid", wake.tid);
+      if (wake.doing_stack != StackProfile::kNoStack) {
+        *event.add_debug_annotations() =
+            Arg("waker_doing", stacks_.InnermostApplicationFunction(wake.doing_stack));
+      }
+    }
+    // Only a traced waker has a track for the arrow to leave from.
+    if (wake.context == format::WakerContext::kTask && threads_.Traced(wake.tid)) {
+      const uint64_t flow = next_flow_++;
+      perfetto::TracePacket packet = Packet(interval.end_ns);
+      perfetto::TrackEvent* wakeup = Event(packet, perfetto::TrackEvent::TYPE_INSTANT,
+                                           ThreadTrack(wake.tid), "wakeup");
+      wakeup->add_flow_ids(flow);
+      *wakeup->add_debug_annotations() = Arg("woken", Who(interval.tid));
+      Emit(packet);
+      flows_[interval.tid] = {interval.end_ns, flow};
+    }
+  }
+  Slice(ChildTrack(kSchedulingTrack, interval.tid, "scheduling"), std::move(event),
+        interval.begin_ns, interval.end_ns);
+}
+
+void PerfettoWriter::Runnable(const StateInterval& interval) {
+  perfetto::TrackEvent event;
+  event.set_name("runnable");
+  if (auto flow = flows_.find(interval.tid); flow != flows_.end()) {
+    if (flow->second.first == interval.begin_ns) event.add_terminating_flow_ids(flow->second.second);
+    flows_.erase(flow);
+  }
+  std::vector<Holder> holders(interval.holders.begin(), interval.holders.end());
+  std::sort(holders.begin(), holders.end(), [](const Holder& a, const Holder& b) {
+    return a.ns != b.ns ? a.ns > b.ns : a.tid < b.tid;
+  });
+  std::string held_by;
+  for (const Holder& holder : holders) {
+    if (!held_by.empty()) held_by += "; ";
+    held_by += fmt::format("{} {}", Who(holder.tid), Duration(holder.ns));
+  }
+  if (!held_by.empty()) *event.add_debug_annotations() = Arg("held by", std::move(held_by));
+  *event.add_debug_annotations() = Arg("cpu", interval.cpu);
+  Slice(ChildTrack(kSchedulingTrack, interval.tid, "scheduling"), std::move(event),
+        interval.begin_ns, interval.end_ns);
+}
+
+// A request takes the lowest free lane, so the lanes in use stay few and
+// stable while the trace is read once.
+void PerfettoWriter::BeginRequest(const format::Record& record,
+                                  const format::OperationBegin& begin) {
+  if (request_lanes_.contains(begin.operation_id)) return;
+  auto free = std::find(lane_busy_.begin(), lane_busy_.end(), false);
+  if (free == lane_busy_.end()) {
+    if (lane_busy_.size() == kMaxLanes) {
+      ++requests_not_drawn_;
+      return;
+    }
+    free = lane_busy_.insert(lane_busy_.end(), false);
+  }
+  *free = true;
+  const size_t lane = static_cast<size_t>(free - lane_busy_.begin());
+  request_lanes_[begin.operation_id] = lane;
+  perfetto::TracePacket packet = Packet(record.time_ns);
+  perfetto::TrackEvent* event =
+      Event(packet, perfetto::TrackEvent::TYPE_SLICE_BEGIN, RequestLane(lane), begin.name);
+  *event->add_debug_annotations() = Arg("operation_id", static_cast<int64_t>(begin.operation_id));
+  *event->add_debug_annotations() = Arg("tid", record.tid);
+  Emit(packet);
+}
+
+void PerfettoWriter::EndRequest(const format::Record& record, const format::OperationEnd& end) {
+  auto it = request_lanes_.find(end.operation_id);
+  if (it == request_lanes_.end()) return;  // not drawn, or begun before the trace
+  perfetto::TracePacket packet = Packet(record.time_ns);
+  Event(packet, perfetto::TrackEvent::TYPE_SLICE_END, RequestLane(it->second), "");
+  Emit(packet);
+  lane_busy_[it->second] = false;
+  request_lanes_.erase(it);
+}
+
+void PerfettoWriter::Finish() {
+  timeline_.Finish(last_ns_);
+  if (requests_not_drawn_ == 0) return;
+  RequestLane(0);  // the parent track, described with the first lane
+  perfetto::TracePacket packet = Packet(last_ns_);
+  perfetto::TrackEvent* event =
+      Event(packet, perfetto::TrackEvent::TYPE_INSTANT, Uuid(kRequestsTrack, 0),
+            fmt::format("{} requests not drawn: every lane busy", requests_not_drawn_));
+  *event->add_debug_annotations() = Arg("count", static_cast<int64_t>(requests_not_drawn_));
+  Emit(packet);
 }
 
 void PerfettoWriter::Add(const format::Record& record) {
   using namespace format;
   using Type = perfetto::TrackEvent;
-  if (threads_.Observe(record)) {
+  last_ns_ = std::max(last_ns_, record.time_ns);
+  const bool named = threads_.Observe(record);
+  timeline_.Add(record, stacks_.Add(record));
+  if (named) {
     if (std::holds_alternative<ThreadInfo>(record.payload)) ThreadTrack(record.tid, true);
     return;
   }
@@ -264,44 +400,14 @@ void PerfettoWriter::Add(const format::Record& record) {
           Arg("operation_id", static_cast<int64_t>(begin->operation_id));
     }
     Emit(packet);
-    if (begin->operation_id != 0) {
-      span_operations_[begin->span_id] = begin->operation_id;
-      ++operations_[begin->operation_id].open_spans;
-      perfetto::TracePacket in_operation = Packet(time);
-      Event(in_operation, Type::TYPE_SLICE_BEGIN,
-            OperationThreadTrack(begin->operation_id, record.tid), begin->name);
-      Emit(in_operation);
-    }
-  } else if (const auto* end = std::get_if<SpanEnd>(&record.payload)) {
+  } else if (std::holds_alternative<SpanEnd>(record.payload)) {
     perfetto::TracePacket packet = Packet(time);
     Event(packet, Type::TYPE_SLICE_END, ThreadTrack(record.tid), "");
     Emit(packet);
-    if (auto operation = span_operations_.find(end->span_id);
-        operation != span_operations_.end()) {
-      perfetto::TracePacket in_operation = Packet(time);
-      Event(in_operation, Type::TYPE_SLICE_END, OperationThreadTrack(operation->second, record.tid),
-            "");
-      Emit(in_operation);
-      --operations_[operation->second].open_spans;
-      Release(operation->second);
-      span_operations_.erase(operation);
-    }
-  } else if (const auto* begin_op = std::get_if<OperationBegin>(&record.payload)) {
-    Operation& operation = operations_[begin_op->operation_id];
-    operation.name = std::string(begin_op->name);
-    operation.open = true;
-    perfetto::TracePacket packet = Packet(time);
-    Type* event = Event(packet, Type::TYPE_SLICE_BEGIN,
-                        OperationTrack(begin_op->operation_id, begin_op->name), begin_op->name);
-    *event->add_debug_annotations() = Arg("tid", record.tid);
-    Emit(packet);
-  } else if (const auto* end_op = std::get_if<OperationEnd>(&record.payload)) {
-    perfetto::TracePacket packet = Packet(time);
-    Operation& operation = operations_[end_op->operation_id];
-    Event(packet, Type::TYPE_SLICE_END, OperationTrack(end_op->operation_id, operation.name), "");
-    Emit(packet);
-    operation.open = false;
-    Release(end_op->operation_id);
+  } else if (const auto* begin_request = std::get_if<OperationBegin>(&record.payload)) {
+    BeginRequest(record, *begin_request);
+  } else if (const auto* end_request = std::get_if<OperationEnd>(&record.payload)) {
+    EndRequest(record, *end_request);
   } else if (const auto* instant = std::get_if<Instant>(&record.payload)) {
     perfetto::TracePacket packet = Packet(time);
     Type* event = Event(packet, Type::TYPE_INSTANT, ThreadTrack(record.tid), instant->name);
@@ -329,8 +435,11 @@ void PerfettoWriter::Add(const format::Record& record) {
     Emit(packet);
   } else if (const auto* ret = std::get_if<UprobeReturn>(&record.payload)) {
     if (ret->duration_ns != 0 && ret->duration_ns <= time) {
-      Slice(ChildTrack(kUprobeTrack, record.tid, "uprobes"), ret->probe, time - ret->duration_ns,
-            time, {Arg("retval", ret->retval)});
+      perfetto::TrackEvent call;
+      call.set_name(std::string(ret->probe));
+      *call.add_debug_annotations() = Arg("retval", ret->retval);
+      Slice(ChildTrack(kUprobeTrack, record.tid, "uprobes"), std::move(call),
+            time - ret->duration_ns, time);
     }
   } else if (const auto* counter = std::get_if<Counter>(&record.payload)) {
     perfetto::TracePacket packet = Packet(time);
@@ -342,16 +451,6 @@ void PerfettoWriter::Add(const format::Record& record) {
       event->set_counter_value(counter->value.AsInt());
     }
     Emit(packet);
-  } else if (const auto* off = std::get_if<OffCpu>(&record.payload)) {
-    if (off->duration_ns <= time) {
-      std::vector<perfetto::DebugAnnotation> args = {
-          Arg("runq_ns", static_cast<int64_t>(off->runq_ns)), Arg("waker_tid", off->waker_tid)};
-      if (off->operation_id != 0) {
-        args.push_back(Arg("operation_id", static_cast<int64_t>(off->operation_id)));
-      }
-      Slice(ChildTrack(kOffCpuTrack, record.tid, "off-CPU"), OffCpuName(*off),
-            time - off->duration_ns, time, args);
-    }
   } else if (const auto* sample = std::get_if<CpuSample>(&record.payload)) {
     Sample(record, *sample);
   } else if (const auto* loss = std::get_if<Loss>(&record.payload)) {

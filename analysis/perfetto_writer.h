@@ -1,13 +1,15 @@
 // A trace as a Perfetto trace (protobuf, written packet by packet, so memory
-// stays bounded by open spans and interned stacks, not trace length):
+// stays bounded by open spans, open requests and interned stacks, not trace
+// length):
 //   - a track per process and per thread (named), with shim spans as nested
 //     slices, USDT probes, uprobe entries and instant events as instants;
-//   - per thread, child tracks "off-CPU" (one slice per interval, named by
-//     the state: sleeping, blocked, preempted; run-queue wait and waker in
-//     its arguments) and "uprobes" (call-to-return slices);
+//   - per thread, child tracks "scheduling" and "uprobes" (call-to-return
+//     slices). "scheduling" shows the same state model as the report
+//     (ThreadTimeline): blocked intervals named by their wait class, with
+//     the blocking stack and the waker (a flow arrow from a traced waker's
+//     "wakeup" instant), and "runnable" intervals with the CPU's holders;
 //   - counters as counter tracks;
-//   - one track per operation id (its begin/end), with a child per thread
-//     holding that thread's spans of the operation;
+//   - requests (shim operations) on a bounded set of lanes under "requests";
 //   - CPU samples as perf samples with interned callstacks;
 //   - a clock snapshot (monotonic as the trace clock, and realtime).
 #ifndef LOUPE_ANALYSIS_PERFETTO_WRITER_H_
@@ -20,22 +22,30 @@
 #include <string>
 #include <vector>
 
-#include "daemon/format/record.h"
-#include "perfetto/trace.pb.h"
+#include "absl/container/flat_hash_map.h"
 #include "analysis/stack_profile.h"
 #include "analysis/thread_directory.h"
+#include "analysis/thread_timeline.h"
+#include "daemon/format/record.h"
+#include "perfetto/trace.pb.h"
 
 namespace loupe::analysis {
 
 class PerfettoWriter {
  public:
-  // `names` names stack frames (its symbol tables are read; its stacks are not).
-  PerfettoWriter(std::ostream& out, const StackProfile& names) : out_(out), names_(names) {}
+  // At most this many request lanes; requests beyond are counted, not drawn.
+  static constexpr size_t kMaxLanes = 32;
+
+  // `stacks` names stack frames (fed every symbol table beforehand); the
+  // writer interns the trace's stacks into it as they stream by.
+  PerfettoWriter(std::ostream& out, StackProfile& stacks);
 
   // Before the first Add: the clocks at one instant.
   void Start(uint64_t monotonic_ns, uint64_t realtime_ns);
   // Every record, in time order.
   void Add(const format::Record& record);
+  // After the last record: the states still open, and what was not drawn.
+  void Finish();
 
  private:
   perfetto::TracePacket Packet(uint64_t time_ns);
@@ -44,30 +54,34 @@ class PerfettoWriter {
   uint64_t ThreadTrack(uint32_t tid, bool renamed = false);
   uint64_t ChildTrack(uint64_t kind, uint32_t tid, const char* name);
   uint64_t CounterTrack(uint32_t pid, std::string_view name);
-  uint64_t OperationTrack(uint64_t operation, std::string_view name);
-  uint64_t OperationThreadTrack(uint64_t operation, uint32_t tid);
+  uint64_t RequestLane(size_t lane);
   void Descriptor(perfetto::TrackDescriptor descriptor);
   perfetto::TrackEvent* Event(perfetto::TracePacket& packet, perfetto::TrackEvent::Type type,
                               uint64_t track, std::string_view name);
-  void Slice(uint64_t track, std::string_view name, uint64_t begin_ns, uint64_t end_ns,
-             const std::vector<perfetto::DebugAnnotation>& args);
+  // `begin` carries the name, arguments and flows; type and track are set here.
+  void Slice(uint64_t track, perfetto::TrackEvent begin, uint64_t begin_ns, uint64_t end_ns);
   void Sample(const format::Record& record, const format::CpuSample& sample);
+  void OnInterval(const StateInterval& interval);
+  void Blocked(const StateInterval& interval);
+  void Runnable(const StateInterval& interval);
+  std::string Who(uint32_t tid) const;  // "name (tid N, process)"
+  void BeginRequest(const format::Record& record, const format::OperationBegin& begin);
+  void EndRequest(const format::Record& record, const format::OperationEnd& end);
 
   std::ostream& out_;
-  const StackProfile& names_;
+  StackProfile& stacks_;
   ThreadDirectory threads_;
+  ThreadTimeline timeline_;  // reads threads_
   std::set<uint64_t> described_;
-  // Operations in progress (begun, or with spans open): forgotten when
-  // neither, tracks and all, so memory follows what is open.
-  struct Operation {
-    std::string name;
-    bool open = false;
-    int open_spans = 0;
-    std::vector<uint64_t> tracks;
-  };
-  void Release(uint64_t operation);
-  std::map<uint64_t, Operation> operations_;
-  std::map<uint64_t, uint64_t> span_operations_;  // open spans with an operation
+  uint64_t last_ns_ = 0;
+  // A traced waker's flow, waiting for the woken thread's runnable slice
+  // that starts at the wakeup: tid -> (wakeup time, flow id).
+  absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> flows_;
+  uint64_t next_flow_ = 1;
+  // Requests drawn, by operation id -> lane; lane_busy_[i]: lane i + 1 holds one.
+  absl::flat_hash_map<uint64_t, size_t> request_lanes_;
+  std::vector<bool> lane_busy_;
+  uint64_t requests_not_drawn_ = 0;
   std::map<std::string, uint64_t> function_ids_;  // interned function names (= frame ids)
   std::map<std::vector<uint64_t>, uint64_t> callstack_ids_;
   std::string buffer_;

@@ -75,7 +75,7 @@ absl::Status ExportFolded(const StackProfile& profile, bool off_cpu, const std::
 }
 
 // Two passes: the first only for the segments' symbol tables (each comes
-// after its events), the second streams packets out.
+// after its events), the second streams packets out (and interns stacks).
 absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::TraceReader& trace,
                             const std::string& path) {
   StackProfile names;
@@ -99,6 +99,7 @@ absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::Trace
   writer.Start(monotonic, realtime);
   format::Record record;
   while (trace.Next(&record)) writer.Add(record);
+  writer.Finish();
   return output.Close(path);
 }
 
