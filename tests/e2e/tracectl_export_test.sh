@@ -3,7 +3,7 @@
 # (main -> middle -> leaf_work -> mix, inlined): folded stacks name it and
 # sum to the sample count, `go tool pprof` reads the profile and puts mix on
 # top, the Perfetto trace decodes against our Perfetto .proto with every
-# sample and its interned stack, JSON has one line per record; bad input
+# sample and its interned stack and a scheduling track, JSON has one line per record; bad input
 # gets a clear message.
 set -euo pipefail
 tracectl=$1 app=$2 source=$3
@@ -55,7 +55,12 @@ perf_samples=$(grep -c '^  perf_sample {' "$work/perfetto.txt" || true)
 [ "$perf_samples" = "$samples" ] || fail "$perf_samples perf samples for $samples CPU samples"
 grep -q 'str: "mix"' "$work/perfetto.txt" || fail "mix is not an interned function name"
 grep -q 'process_name: "symbols_app_pie"' "$work/perfetto.txt" || fail "no process track"
-grep -q 'name: "off-CPU"' "$work/perfetto.txt" || fail "no off-CPU track"
+grep -q 'name: "scheduling"' "$work/perfetto.txt" || fail "no scheduling track"
+# Every wakeup of the app leaves it runnable for a while: the slice names who
+# held its CPU meanwhile (at least the idle task it replaced).
+grep -q 'name: "runnable"' "$work/perfetto.txt" || fail "no runnable slice"
+grep -q 'name: "held by"' "$work/perfetto.txt" || fail "no CPU holder on a runnable slice"
+! grep -q 'name: "off-CPU"' "$work/perfetto.txt" || fail "the old off-CPU track is still written"
 grep -q 'primary_trace_clock: BUILTIN_CLOCK_MONOTONIC' "$work/perfetto.txt" || fail "no clock snapshot"
 
 "$tracectl" export --format json "$work/trace" -o "$work/records.json"
