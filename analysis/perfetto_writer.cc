@@ -274,8 +274,8 @@ void PerfettoWriter::OnInterval(const StateInterval& interval) {
 
 void PerfettoWriter::Blocked(const StateInterval& interval) {
   perfetto::TrackEvent event;
-  event.set_name(std::string(
-      WaitClassName(ClassifyStack(stacks_, interval.stack, interval.prev_state))));
+  event.set_name(
+      std::string(WaitClassName(ClassifyStack(stacks_, interval.stack, interval.prev_state))));
   if (interval.stack != StackProfile::kNoStack) {
     *event.add_debug_annotations() =
         Arg("function", stacks_.InnermostApplicationFunction(interval.stack));
@@ -284,7 +284,8 @@ void PerfettoWriter::Blocked(const StateInterval& interval) {
   const Wake& wake = interval.wake;
   if (wake.seen) {
     if (wake.context != format::WakerContext::kTask) {
-      *event.add_debug_annotations() = Arg("waker", std::string(format::WakerContextName(wake.context)));
+      *event.add_debug_annotations() =
+          Arg("waker", std::string(format::WakerContextName(wake.context)));
     } else if (wake.tid == 0) {
       // The idle task wakes nobody itself: an interrupt it was running under did.
       *event.add_debug_annotations() = Arg("waker", std::string("interrupt"));
@@ -300,8 +301,8 @@ void PerfettoWriter::Blocked(const StateInterval& interval) {
     if (wake.context == format::WakerContext::kTask && threads_.Traced(wake.tid)) {
       const uint64_t flow = next_flow_++;
       perfetto::TracePacket packet = Packet(interval.end_ns);
-      perfetto::TrackEvent* wakeup = Event(packet, perfetto::TrackEvent::TYPE_INSTANT,
-                                           ThreadTrack(wake.tid), "wakeup");
+      perfetto::TrackEvent* wakeup =
+          Event(packet, perfetto::TrackEvent::TYPE_INSTANT, ThreadTrack(wake.tid), "wakeup");
       wakeup->add_flow_ids(flow);
       *wakeup->add_debug_annotations() = Arg("woken", Who(interval.tid));
       Emit(packet);
@@ -316,7 +317,8 @@ void PerfettoWriter::Runnable(const StateInterval& interval) {
   perfetto::TrackEvent event;
   event.set_name("runnable");
   if (auto flow = flows_.find(interval.tid); flow != flows_.end()) {
-    if (flow->second.first == interval.begin_ns) event.add_terminating_flow_ids(flow->second.second);
+    if (flow->second.first == interval.begin_ns)
+      event.add_terminating_flow_ids(flow->second.second);
     flows_.erase(flow);
   }
   std::vector<Holder> holders(interval.holders.begin(), interval.holders.end());

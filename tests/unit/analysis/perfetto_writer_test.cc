@@ -22,24 +22,28 @@ constexpr uint64_t kFutexFrame = 0xffffffff81000010, kMutexLock = 0x7f0000001000
 const uint64_t kBlockedUser[] = {kMutexLock, kLookup};
 const uint64_t kBlockedKernel[] = {kFutexFrame};
 
+// Mapping 1 is libc (a system library), 2 the application; 0 the kernel.
 v1::SymbolTable Symbols() {
   v1::SymbolTable table;
-  auto* libc = table.add_mappings();
-  libc->set_pid(kPid);
-  libc->set_path("/usr/lib/x86_64-linux-gnu/libc.so.6");
-  auto* app = table.add_mappings();
-  app->set_pid(kPid);
-  app->set_path("/srv/lock_service");
-  auto name = [&](uint32_t pid, uint64_t address, uint32_t mapping, const char* function) {
+  for (const char* path : {"/usr/lib/x86_64-linux-gnu/libc.so.6", "/srv/lock_service"}) {
+    auto* mapping = table.add_mappings();
+    mapping->set_pid(kPid);
+    mapping->set_path(path);
+  }
+  const struct {
+    uint64_t address;
+    uint32_t mapping;
+    const char* function;
+  } names[] = {{kFutexFrame, 0, "futex_wait_queue"},
+               {kMutexLock, 1, "pthread_mutex_lock"},
+               {kLookup, 2, "lookup_shared_cache"}};
+  for (const auto& name : names) {
     auto* entry = table.add_addresses();
-    entry->set_pid(pid);
-    entry->set_address(address);
-    entry->set_mapping(mapping);
-    entry->add_frames()->set_function(function);
-  };
-  name(0, kFutexFrame, 0, "futex_wait_queue");
-  name(kPid, kMutexLock, 1, "pthread_mutex_lock");
-  name(kPid, kLookup, 2, "lookup_shared_cache");
+    entry->set_pid(name.mapping == 0 ? 0 : kPid);
+    entry->set_address(name.address);
+    entry->set_mapping(name.mapping);
+    entry->add_frames()->set_function(name.function);
+  }
   return table;
 }
 
@@ -60,14 +64,16 @@ perfetto::Trace Export(const std::vector<Record>& records) {
 std::map<uint64_t, perfetto::TrackDescriptor> Tracks(const perfetto::Trace& trace) {
   std::map<uint64_t, perfetto::TrackDescriptor> tracks;
   for (const auto& packet : trace.packet()) {
-    if (packet.has_track_descriptor()) tracks[packet.track_descriptor().uuid()] = packet.track_descriptor();
+    if (packet.has_track_descriptor())
+      tracks[packet.track_descriptor().uuid()] = packet.track_descriptor();
   }
   return tracks;
 }
 
 const perfetto::TrackEvent* Named(const perfetto::Trace& trace, std::string_view name) {
   for (const auto& packet : trace.packet()) {
-    if (packet.has_track_event() && packet.track_event().name() == name) return &packet.track_event();
+    if (packet.has_track_event() && packet.track_event().name() == name)
+      return &packet.track_event();
   }
   return nullptr;
 }
@@ -83,12 +89,17 @@ std::map<std::string, perfetto::DebugAnnotation> Args(const perfetto::TrackEvent
 std::vector<Record> LockWait() {
   return {
       {.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "lock_service"}},
-      {.time_ns = 1'000, .tid = kHandler, .payload = format::ThreadInfo{.pid = kPid, .name = "worker-0"}},
-      {.time_ns = 1'000, .tid = kWaker, .payload = format::ThreadInfo{.pid = kPid, .name = "janitor"}},
+      {.time_ns = 1'000,
+       .tid = kHandler,
+       .payload = format::ThreadInfo{.pid = kPid, .name = "worker-0"}},
+      {.time_ns = 1'000,
+       .tid = kWaker,
+       .payload = format::ThreadInfo{.pid = kPid, .name = "janitor"}},
       {.time_ns = 1'000,
        .tid = kHog,
-       .payload = format::ThreadInfo{
-           .pid = kNoisyPid, .name = "bg_compress", .foreign = true, .process_name = "noisy"}},
+       .payload =
+           format::ThreadInfo{
+               .pid = kNoisyPid, .name = "bg_compress", .foreign = true, .process_name = "noisy"}},
       {.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}},
       {.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWaker, 0}},
       {.time_ns = 3'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{kHog, 1}},
@@ -150,15 +161,18 @@ std::vector<Record> Requests(int count, uint64_t length) {
   std::vector<std::pair<uint64_t, Record>> timed;
   for (int i = 0; i < count; ++i) {
     const uint64_t begin = 1'000 + 100 * static_cast<uint64_t>(i), id = 100 + i;
-    timed.push_back({2 * begin + 1, {.time_ns = begin, .tid = kHandler,
-                                     .payload = format::OperationBegin{id, "get"}}});
-    timed.push_back({2 * (begin + length), {.time_ns = begin + length, .tid = kHandler,
-                                            .payload = format::OperationEnd{id}}});
+    timed.push_back(
+        {2 * begin + 1,
+         {.time_ns = begin, .tid = kHandler, .payload = format::OperationBegin{id, "get"}}});
+    timed.push_back(
+        {2 * (begin + length),
+         {.time_ns = begin + length, .tid = kHandler, .payload = format::OperationEnd{id}}});
   }
   std::sort(timed.begin(), timed.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<Record> records = {
-      {.time_ns = 1'000, .tid = kHandler, .payload = format::ThreadInfo{.pid = kPid, .name = "worker-0"}}};
+  std::vector<Record> records = {{.time_ns = 1'000,
+                                  .tid = kHandler,
+                                  .payload = format::ThreadInfo{.pid = kPid, .name = "worker-0"}}};
   for (auto& [order, record] : timed) records.push_back(std::move(record));
   return records;
 }
