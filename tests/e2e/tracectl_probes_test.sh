@@ -43,12 +43,12 @@ done
 grep -q "shim/string_truncated" "$work/embedded.verify" \
   || fail "the cut strings are not reported: $(cat "$work/embedded.verify")"
 # In Perfetto: the named thread, its spans, the counter track, the
-# operation's track, the uprobe latency slices.
+# operations on request lanes, the uprobe latency slices.
 "$tracectl" export --format perfetto "$work/embedded" -o "$work/shim.pftrace"
 protoc --decode=loupe.perfetto.Trace -I "$source/proto" "$source/proto/perfetto/trace.proto" \
   < "$work/shim.pftrace" > "$work/shim.perfetto" || fail "the Perfetto trace does not decode"
 for expected in 'thread_name: "worker-0"' 'name: "handle"' 'name: "depth"' \
-                'name: "operation 1 request"' 'name: "libc:clock_gettime"' 'name: "parsed"'; do
+                'name: "requests 1"' 'name: "request"' 'name: "libc:clock_gettime"' 'name: "parsed"'; do
   grep -q "$expected" "$work/shim.perfetto" || fail "Perfetto trace lacks $expected"
 done
 # Spans are requests: counted per kind, for the whole trace and for one operation.
