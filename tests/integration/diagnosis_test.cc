@@ -100,6 +100,12 @@ std::string FormatMs(double ns) {
 
 // The number at key, or NaN when it is missing or not a number (so any
 // comparison with it fails and the message shows the JSON).
+// A class a request never waited in is absent from its off_cpu_ns: 0.
+double OffCpu(const json& request, const std::string& wait) {
+  const json off = request.value("off_cpu_ns", json::object());
+  return off.is_object() && off.contains(wait) && off[wait].is_number() ? off[wait].get<double>() : 0;
+}
+
 double Number(const json& j, const std::string& key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nan("");
   return j[key].get<double>();
@@ -382,10 +388,13 @@ void CheckListedRequests(const Traced& traced, const RequestKind& kind, const Ex
     // schedstat's, at most that plus the wait it ended.
     const double slack = 0.10 * duration + 500e3;
     const double on_cpu = Number(request, "on_cpu_ns"), runq = Number(request, "runqueue_ns");
+    // Never less than the thread's CPU clock; more by what the clock leaves
+    // out (interrupts, and a VM's steal time, which on this shared VM has
+    // reached several ms per request), so no upper bound is asserted.
     if (expected.cpu_clock_comparable) {
-      EXPECT_NEAR(on_cpu, static_cast<double>(t.on_cpu_ns), slack + outside)
-        << where << ": on-CPU " << FormatMs(on_cpu) << ", the thread's CPU clock says "
-        << FormatMs(t.on_cpu_ns) << "\n" << Excerpt(request);
+      EXPECT_GE(on_cpu, static_cast<double>(t.on_cpu_ns) - slack)
+          << where << ": on-CPU " << FormatMs(on_cpu) << ", the thread's CPU clock says "
+          << FormatMs(t.on_cpu_ns) << "\n" << Excerpt(request);
     }
     const double truth_off = truth_duration - static_cast<double>(t.on_cpu_ns + t.run_delay_ns);
     EXPECT_GE(runq, static_cast<double>(t.run_delay_ns) - slack)
@@ -397,7 +406,7 @@ void CheckListedRequests(const Traced& traced, const RequestKind& kind, const Ex
     if (!expected.cause_class.empty()) {
       // Time inside the blocking call: blocked in it, then waiting for a
       // CPU and running once woken — the blocked part is the class.
-      const double cause = Number(request.value("off_cpu_ns", json::object()), expected.cause_class);
+      const double cause = OffCpu(request, expected.cause_class);
       EXPECT_LE(cause, static_cast<double>(t.cause_ns) + slack)
           << where << ": " << expected.cause_class << " " << FormatMs(cause)
           << ", the service measured " << FormatMs(t.cause_ns) << " in its cause\n"
@@ -409,7 +418,7 @@ void CheckListedRequests(const Traced& traced, const RequestKind& kind, const Ex
     }
     if (!expected.remainder_class.empty()) {
       const double blocked =
-          Number(request.value("off_cpu_ns", json::object()), expected.remainder_class);
+          OffCpu(request, expected.remainder_class);
       const double truth_blocked = truth_off;
       // What the service saw off its CPU clock holds Loupe's off-CPU time
       // (and, in a VM, the steal time Loupe counts as on-CPU).
