@@ -58,15 +58,7 @@ static void *janitor(void *arg)
 
 static void *worker(void *arg)
 {
-	char name[16];
-
-	snprintf(name, sizeof name, "worker-%d", (int)(intptr_t)arg);
-	service_name_thread(name);
-	while (service_running()) {
-		handle_request(service_next_id());
-		service_sleep_ns(15000000);
-	}
-	return NULL;
+	return service_serve(arg, handle_request, 15000000);
 }
 
 int main(int argc, char **argv)

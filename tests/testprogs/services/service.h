@@ -292,4 +292,19 @@ static inline void service_join_threads(pthread_t *threads, int n)
 		} while (service_thread_cpu_ns() - spin_start_ < (uint64_t)(ns));             \
 	} while (0)
 
+/* A worker thread "worker-<index>": serves requests with a pause between
+ * them until the service stops. */
+static inline void *service_serve(void *index, void (*handle)(uint64_t id), uint64_t pause_ns)
+{
+	char name[16];
+
+	snprintf(name, sizeof name, "worker-%d", (int)(intptr_t)index);
+	service_name_thread(name);
+	while (service_running()) {
+		handle(service_next_id());
+		service_sleep_ns(pause_ns);
+	}
+	return NULL;
+}
+
 #endif

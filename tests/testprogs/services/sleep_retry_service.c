@@ -40,15 +40,7 @@ __attribute__((noinline)) void handle_request(uint64_t id)
 
 static void *worker(void *arg)
 {
-	char name[16];
-
-	snprintf(name, sizeof name, "worker-%d", (int)(intptr_t)arg);
-	service_name_thread(name);
-	while (service_running()) {
-		handle_request(service_next_id());
-		service_sleep_ns(10000000);
-	}
-	return NULL;
+	return service_serve(arg, handle_request, 10000000);
 }
 
 int main(int argc, char **argv)
