@@ -258,13 +258,16 @@ BpfCounters Sources::ReadCounters() const {
 size_t Sources::probe_sites() const { return probes_ ? probes_->attached() : 0; }
 
 void Sources::Detach() {
-  if (probes_) probes_->Detach();  // the kernel lowers the USDT semaphores
-  objects_->sample_links.clear();
-  perf_events_.clear();
+  // The scheduler programs go first: unregistering uprobes can take the
+  // kernel most of a second, and switches recorded meanwhile without the
+  // shim's ends would leave the last requests open for that long.
   if (objects_->sched) {
     // Detaching the programs while keeping the maps: the ring can still be drained.
     loupe_sched__detach(objects_->sched->get());
   }
+  objects_->sample_links.clear();
+  perf_events_.clear();
+  if (probes_) probes_->Detach();  // the kernel lowers the USDT semaphores
 }
 
 }  // namespace loupe::bpf
