@@ -54,26 +54,11 @@ struct Output {
 
 // Runs argv to completion; stdout is captured, stderr goes to the test's.
 Output Run(const std::vector<std::string>& argv) {
+  ChildProcess child(argv);
+  child.CloseStdin();
   Output result;
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return result;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(out[1]);
-  char chunk[65536];
-  for (ssize_t n; (n = read(out[0], chunk, sizeof chunk)) > 0;) result.out.append(chunk, n);
-  close(out[0]);
-  int status = 0;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  }
+  result.out = child.ReadAll();
+  result.exit_code = child.Wait();
   return result;
 }
 

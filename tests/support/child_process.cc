@@ -53,6 +53,14 @@ std::string ChildProcess::ReadLine() {
   }
 }
 
+std::string ChildProcess::ReadAll() {
+  char chunk[65536];
+  for (ssize_t n; (n = read(stdout_, chunk, sizeof chunk)) > 0;) {
+    buffered_.append(chunk, static_cast<size_t>(n));
+  }
+  return std::exchange(buffered_, {});
+}
+
 std::vector<std::string> ChildProcess::ReadWords() {
   std::istringstream in(ReadLine());
   std::vector<std::string> words;

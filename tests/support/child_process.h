@@ -21,6 +21,8 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // The next line of its stdout, without the newline; "" at end of output.
   std::string ReadLine();
+  // Everything it writes from here until it closes its stdout.
+  std::string ReadAll();
   // The words of the next line: ReadWords()[0] is the first word.
   std::vector<std::string> ReadWords();
   void WriteLine(const std::string& line);

@@ -32,12 +32,5 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-	pthread_t workers[WORKERS];
-
-	service_parse_args(argc, argv);
-	service_wait_go();
-	service_start_threads(workers, WORKERS, worker);
-	service_join_threads(workers, WORKERS);
-	service_finish();
-	return 0;
+	return service_main(argc, argv, WORKERS, worker);
 }

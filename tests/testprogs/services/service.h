@@ -307,4 +307,17 @@ static inline void *service_serve(void *index, void (*handle)(uint64_t id), uint
 	return NULL;
 }
 
+/* A service of `count` identical workers: arguments, "go", serve, done. */
+static inline int service_main(int argc, char **argv, int count, void *(*worker)(void *))
+{
+	pthread_t workers[count];
+
+	service_parse_args(argc, argv);
+	service_wait_go();
+	service_start_threads(workers, count, worker);
+	service_join_threads(workers, count);
+	service_finish();
+	return 0;
+}
+
 #endif
