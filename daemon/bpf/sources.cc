@@ -177,8 +177,11 @@ absl::Status Sources::OpenSampling(const SourceOptions& options) {
       return absl::InternalError(
           fmt::format("attach sampler to cpu {}: {}", cpu, std::strerror(errno)));
     }
+    // The link owns the perf event from here on: destroying it closes the
+    // fd, so ours must not close it again (in a threaded daemon the number
+    // may meanwhile name another thread's file).
+    fd.Release();
     objects_->sample_links.emplace_back(link);
-    perf_events_.push_back(std::move(fd));
   }
   objects_->profile = *std::move(profile);
   features_["sample_event"] = options.sample_event == SampleEvent::kCpuClock
@@ -265,8 +268,7 @@ void Sources::Detach() {
     // Detaching the programs while keeping the maps: the ring can still be drained.
     loupe_sched__detach(objects_->sched->get());
   }
-  objects_->sample_links.clear();
-  perf_events_.clear();
+  objects_->sample_links.clear();  // closes the perf events too
   if (probes_) probes_->Detach();  // the kernel lowers the USDT semaphores
 }
 

@@ -67,8 +67,7 @@ class Sources {
   absl::Status Load(const SourceOptions& options, bool btf_tracepoints, bool preempt_count);
   absl::Status OpenSampling(const SourceOptions& options);
 
-  std::unique_ptr<Objects> objects_;
-  std::vector<ScopedFd> perf_events_;
+  std::unique_ptr<Objects> objects_;  // its sampler links own their perf event fds
   std::unique_ptr<RingBuffer> ring_;
   std::unique_ptr<ProbeLinks> probes_;
   std::vector<std::string> warnings_;
