@@ -1,0 +1,154 @@
+#include "daemon/session/pipeline.h"
+
+#include <cstring>
+
+#include "daemon/base/status_util.h"
+#include "daemon/session/bpf_record_decoder.h"
+
+namespace loupe::session {
+
+Pipeline::Pipeline(PipelineOptions options, Targets targets,
+                   const std::vector<std::string>* probe_names,
+                   std::shared_ptr<spdlog::logger> log)
+    : options_(std::move(options)),
+      log_(std::move(log)),
+      targets_(std::move(targets)),
+      probe_decoder_(probe_names, options_.content_policy),
+      reorder_(options_.reorder_window_ns, options_.max_pending_events),
+      offcpu_([this](uint32_t tgid) { return IsTarget(tgid); }),
+      foreign_([this](uint32_t tgid) { return IsTarget(tgid); }) {}
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
+    PipelineOptions options, Targets targets, v1::SegmentHeader header,
+    const std::vector<std::string>* probe_names, std::shared_ptr<spdlog::logger> log,
+    uint64_t now_ns) {
+  std::unique_ptr<Pipeline> pipeline(
+      new Pipeline(std::move(options), std::move(targets), probe_names, std::move(log)));
+  Pipeline* self = pipeline.get();
+  Targets& targets_of = pipeline->targets_;
+  targets_of.set_follow_children(pipeline->options_.follow_children);
+  targets_of.set_exited([self](const ProcessIdentity& process, int32_t exit_code) {
+    self->log_->info("session {}: target {} ({}) exited with {}",
+                     self->options_.writer.session_id, process.pid, process.name, exit_code);
+  });
+  format::SegmentWriter::SymbolHook symbol_hook;
+  if (pipeline->options_.symbolize) {
+    pipeline->stacks_ = std::make_unique<StackSymbols>();
+    for (uint32_t pid : targets_of.pids()) pipeline->stacks_->Snapshot(pid, now_ns);
+    targets_of.set_address_space_changed(
+        [self](uint32_t pid, uint64_t time_ns) { self->stacks_->Snapshot(pid, time_ns); });
+    symbol_hook = [self] { return self->stacks_->Seal(); };
+  }
+  // Every segment starts with who is being traced, so it reads alone.
+  auto preamble = [self](format::SegmentWriter& writer) {
+    self->targets_.WritePreamble(writer);
+    for (OwnedEvent& info : self->foreign_.StartSegment()) writer.AppendPreamble(info.View());
+  };
+  absl::StatusOr<std::unique_ptr<format::SegmentWriter>> writer = format::SegmentWriter::Create(
+      pipeline->options_.writer, std::move(header), preamble, std::move(symbol_hook));
+  if (!writer.ok()) return writer.status();
+  pipeline->writer_ = *std::move(writer);
+  return pipeline;
+}
+
+void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
+  uint16_t type = 0;
+  if (bytes.size() >= sizeof type) std::memcpy(&type, bytes.data(), sizeof type);
+  std::optional<OwnedEvent> event = ProbeRecordDecoder::Handles(type)
+                                        ? probe_decoder_.Decode(bytes)
+                                        : DecodeBpfRecord(bytes);
+  if (!event) {
+    ++malformed_;  // a bug on one side of records.h; reported as a loss
+    return;
+  }
+  // Names are read from the application now, while it surely runs; a child
+  // that has already exited is read through its parent.
+  if (const auto* fork = std::get_if<format::ProcessFork>(&event->record.payload)) {
+    probe_decoder_.names().OnFork(event->prev_tgid, fork->child_pid);
+  } else if (const auto* exec = std::get_if<format::ProcessExec>(&event->record.payload)) {
+    probe_decoder_.names().OnExec(exec->pid);
+  }
+  reorder_.Add(*std::move(event));
+}
+
+void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, bool final,
+                     uint64_t now_ns) {
+  auto sink = [this](OwnedEvent& event) { Release(event); };
+  if (final) {
+    reorder_.Flush(sink);
+  } else {
+    reorder_.Release(drained_at_ns, sink);
+  }
+  const LossCounts now{.bpf = counters,
+                       .late = reorder_.late(),
+                       .malformed = malformed_,
+                       .probes = probe_decoder_.losses()};
+  for (const format::Loss& loss : losses_.Since(now)) WriteLoss(loss, now_ns);
+  if (absl::Status status = writer_->Tick(now_ns); !status.ok()) ++write_errors_;
+}
+
+void Pipeline::WriteLoss(const format::Loss& loss, uint64_t now_ns) {
+  OwnedEvent event;
+  event.record = {.time_ns = last_time_ns_ != 0 ? last_time_ns_ : now_ns, .payload = loss};
+  Write(event);
+  log_->warn("session {}: lost {} {} events ({})", options_.writer.session_id, loss.count,
+             format::LossSourceName(loss.source), format::LossReasonName(loss.reason));
+}
+
+void Pipeline::Release(OwnedEvent& event) {
+  for (OwnedEvent& info : foreign_.Describe(event)) Write(info);
+  std::optional<OwnedEvent> interval = offcpu_.Observe(event);
+  targets_.Track(event);
+  operations_.Observe(event.record);
+  calls_.Observe(event.record);
+  Write(event);
+  if (interval) {
+    operations_.Observe(interval->record);
+    Write(*interval);
+  }
+}
+
+void Pipeline::Write(OwnedEvent& event) {
+  const format::Record& record = event.View();
+  last_time_ns_ = std::max(last_time_ns_, record.time_ns);
+  if (absl::Status status = writer_->Append(record); !status.ok()) {
+    if (write_errors_++ % 1000 == 0) {  // rate-limited: the writer counts every loss
+      log_->error("session {}: {}", options_.writer.session_id, MessageOf(status));
+    }
+  }
+  // After Append: a seal it caused took the previous segment's stacks.
+  const bool has_stack = std::holds_alternative<format::CpuSample>(record.payload) ||
+                         std::holds_alternative<format::OffCpu>(record.payload);
+  if (stacks_ && has_stack) stacks_->Collect(event);
+  ++written_;
+  ++written_by_kind_[static_cast<int>(record.kind())];
+  if (const auto* loss = std::get_if<format::Loss>(&record.payload)) losses_.Count(*loss);
+}
+
+absl::Status Pipeline::Close(uint64_t symbol_wait_ns) {
+  // The last segment's symbols: nothing is drained any more, so waiting
+  // costs no events.
+  if (stacks_ && !stacks_->WaitIdle(symbol_wait_ns)) {
+    log_->warn("session {}: symbolization did not finish in {} s; the last segment keeps raw "
+               "addresses for some frames",
+               options_.writer.session_id, symbol_wait_ns / 1'000'000'000);
+  }
+  return writer_->Close();
+}
+
+PipelineStats Pipeline::stats() const {
+  PipelineStats stats;
+  stats.events = written_;
+  for (int kind = 1; kind <= format::kMaxRecordKind; ++kind) {
+    if (written_by_kind_[kind] != 0) {
+      stats.events_by_kind[std::string(format::KindName(static_cast<format::RecordKind>(kind)))] =
+          written_by_kind_[kind];
+    }
+  }
+  stats.losses = losses_.totals();
+  stats.bytes_written = writer_->stats().bytes_written;
+  stats.segments = writer_->stats().segments_sealed;
+  return stats;
+}
+
+}  // namespace loupe::session

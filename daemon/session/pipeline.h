@@ -1,0 +1,104 @@
+// What a session does with its records, whatever their source: decode,
+// put in time order, derive off-CPU intervals, describe the other side of
+// switches, follow targets, count losses, and write segments with their
+// symbols. It has no clock and no thread of its own: the caller drains a
+// RecordSource into OnRecord and calls Cycle with the times, so a replay
+// drives it exactly as the kernel's ring does.
+#ifndef LOUPE_DAEMON_SESSION_PIPELINE_H_
+#define LOUPE_DAEMON_SESSION_PIPELINE_H_
+
+#include <spdlog/logger.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/format/segment_writer.h"
+#include "daemon/session/content_policy.h"
+#include "daemon/session/foreign_threads.h"
+#include "daemon/session/loss_ledger.h"
+#include "daemon/session/offcpu_tracker.h"
+#include "daemon/session/operation_tracker.h"
+#include "daemon/session/probe_record_decoder.h"
+#include "daemon/session/reorder_buffer.h"
+#include "daemon/session/stack_symbols.h"
+#include "daemon/session/targets.h"
+#include "daemon/session/uprobe_pairer.h"
+
+namespace loupe::session {
+
+struct PipelineOptions {
+  format::WriterOptions writer;  // directory, session id, rotation, retention
+  ContentPolicy content_policy = ContentPolicy::kNames;
+  bool follow_children = false;
+  bool symbolize = true;  // a symbol table in every sealed segment
+  uint64_t reorder_window_ns = 50'000'000;
+  size_t max_pending_events = 1 << 20;
+};
+
+// Counted per event by the pipeline, read between cycles.
+struct PipelineStats {
+  uint64_t events = 0;  // written
+  std::map<std::string, uint64_t> events_by_kind;
+  std::map<std::string, uint64_t> losses;  // "source/reason" -> count
+  uint64_t bytes_written = 0;
+  uint64_t segments = 0;
+};
+
+class Pipeline {
+ public:
+  // `probe_names` (by probe id) must outlive the pipeline. Opens the first
+  // segment, so a bad directory fails here.
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
+      PipelineOptions options, Targets targets, v1::SegmentHeader header,
+      const std::vector<std::string>* probe_names, std::shared_ptr<spdlog::logger> log,
+      uint64_t now_ns);
+
+  // The record handler for a RecordSource.
+  void OnRecord(std::span<const uint8_t> bytes);
+  // After draining the source at `drained_at_ns` (its counters then):
+  // writes every event older than the reorder window, or all of them when
+  // `final`, then what was lost meanwhile.
+  void Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, bool final,
+             uint64_t now_ns);
+  // Seals the last segment, waiting up to `symbol_wait_ns` for its symbols.
+  absl::Status Close(uint64_t symbol_wait_ns);
+
+  const Targets& targets() const { return targets_; }
+  PipelineStats stats() const;
+
+ private:
+  Pipeline(PipelineOptions options, Targets targets, const std::vector<std::string>* probe_names,
+           std::shared_ptr<spdlog::logger> log);
+  void Release(OwnedEvent& event);
+  void Write(OwnedEvent& event);
+  void WriteLoss(const format::Loss& loss, uint64_t now_ns);
+  bool IsTarget(uint32_t tgid) const { return targets_.contains(tgid); }
+
+  PipelineOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  Targets targets_;
+  ProbeRecordDecoder probe_decoder_;
+  ReorderBuffer reorder_;
+  OffCpuTracker offcpu_;
+  ForeignThreads foreign_;
+  OperationTracker operations_;
+  UprobePairer calls_;
+  LossLedger losses_;
+  std::unique_ptr<StackSymbols> stacks_;  // null when not symbolizing
+  std::unique_ptr<format::SegmentWriter> writer_;
+  uint64_t last_time_ns_ = 0;
+  uint64_t malformed_ = 0;
+  uint64_t write_errors_ = 0;
+  uint64_t written_ = 0;
+  std::array<uint64_t, format::kMaxRecordKind + 1> written_by_kind_{};
+};
+
+}  // namespace loupe::session
+
+#endif  // LOUPE_DAEMON_SESSION_PIPELINE_H_

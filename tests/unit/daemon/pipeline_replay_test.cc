@@ -1,0 +1,281 @@
+// The session pipeline driven by replayed ring bytes, as the kernel's ring
+// would hand them over: time order across drains, off-CPU intervals derived
+// from switches and wakeups, and every loss in the trace and in the stats.
+// No root, no BPF: records are built with the structs BPF writes.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "daemon/format/trace_reader.h"
+#include "daemon/session/pipeline.h"
+#include "daemon/session/replay_source.h"
+#include "daemon/session/ring_capture.h"
+#include "shared/records.h"
+#include "tests/support/temp_dir.h"
+
+namespace loupe::session {
+namespace {
+
+constexpr uint32_t kTarget = 4000;  // tgid; its threads 4000 and 4001
+constexpr uint32_t kOther = 9000;   // a process that is not traced
+constexpr uint32_t kSleeping = 1;   // TASK_INTERRUPTIBLE
+
+template <typename T>
+std::vector<uint8_t> Bytes(T record, uint16_t type, uint64_t time_ns, uint32_t cpu,
+                           size_t size = sizeof(T)) {
+  record.hdr.type = type;
+  record.hdr.size = static_cast<uint16_t>(size);
+  record.hdr.cpu = cpu;
+  record.hdr.time_ns = time_ns;
+  std::vector<uint8_t> bytes(size);
+  std::memcpy(bytes.data(), &record, size);
+  return bytes;
+}
+
+std::vector<uint8_t> Switch(uint64_t time_ns, uint32_t cpu, uint32_t prev_tid, uint32_t prev_tgid,
+                            uint32_t next_tid, uint32_t next_tgid, uint32_t prev_state) {
+  loupe_sched_switch record{};
+  record.prev_tid = prev_tid;
+  record.prev_tgid = prev_tgid;
+  record.next_tid = next_tid;
+  record.next_tgid = next_tgid;
+  record.prev_state = prev_state;
+  if (prev_tgid != kTarget) std::strncpy(record.prev_comm, "other", sizeof record.prev_comm);
+  if (next_tgid != kTarget) std::strncpy(record.next_comm, "other", sizeof record.next_comm);
+  // Stacks are cut after the last frame: none here.
+  return Bytes(record, LOUPE_REC_SCHED_SWITCH, time_ns, cpu, offsetof(loupe_sched_switch, frames));
+}
+
+std::vector<uint8_t> Wakeup(uint64_t time_ns, uint32_t cpu, uint32_t waker_tid,
+                            uint32_t woken_tid) {
+  loupe_sched_wakeup record{};
+  record.woken_tid = woken_tid;
+  record.woken_tgid = kTarget;
+  record.waker_tid = waker_tid;
+  record.target_cpu = cpu;
+  return Bytes(record, LOUPE_REC_SCHED_WAKEUP, time_ns, cpu);
+}
+
+std::vector<uint8_t> GroupExit(uint64_t time_ns) {
+  loupe_thread_exit record{};
+  record.tid = kTarget;
+  record.tgid = kTarget;
+  record.group_dead = 1;
+  return Bytes(record, LOUPE_REC_THREAD_EXIT, time_ns, 0);
+}
+
+ProcessIdentity TargetProcess() {
+  ProcessIdentity process{.pid = kTarget, .ns_pid = kTarget, .ppid = 1, .name = "replayed"};
+  process.threads[kTarget] = {.tid = kTarget, .ns_tid = kTarget, .name = "main"};
+  process.threads[kTarget + 1] = {.tid = kTarget + 1, .ns_tid = kTarget + 1, .name = "worker"};
+  return process;
+}
+
+class PipelineReplayTest : public ::testing::Test {
+ protected:
+  // Replays `batches` one drain per cycle, `step_ns` apart in the events'
+  // clock starting at `first_drain_ns`, then a final cycle; returns the
+  // records written, in trace order.
+  std::vector<format::Record> Replay(std::vector<RingBatch> batches, uint64_t first_drain_ns,
+                                     uint64_t step_ns = 100'000'000) {
+    PipelineOptions options;
+    options.writer.directory = dir_.path();
+    options.writer.session_id = "replay";
+    options.symbolize = false;
+    options.reorder_window_ns = 50'000'000;
+    absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+        Pipeline::Create(options, Targets({{kTarget, TargetProcess()}}), v1::SegmentHeader(),
+                         &probe_names_, log_, first_drain_ns);
+    EXPECT_TRUE(pipeline.ok()) << pipeline.status();
+    if (!pipeline.ok()) return {};
+    pipeline_ = *std::move(pipeline);
+    ReplaySource source(std::move(batches),
+                        [this](std::span<const uint8_t> bytes) { pipeline_->OnRecord(bytes); });
+    uint64_t now = first_drain_ns;
+    while (!source.exhausted()) {
+      EXPECT_TRUE(source.Drain().ok());
+      pipeline_->Cycle(now, source.ReadCounters(), /*final=*/false, now);
+      now += step_ns;
+    }
+    source.Detach();
+    pipeline_->Cycle(now, source.ReadCounters(), /*final=*/true, now);
+    EXPECT_TRUE(pipeline_->Close(0).ok());
+    return ReadBack();
+  }
+
+  std::vector<format::Record> ReadBack() {
+    std::vector<std::string> paths;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+      if (entry.path().extension() == ".loupe") paths.push_back(entry.path().string());
+    }
+    std::sort(paths.begin(), paths.end());
+    absl::StatusOr<std::unique_ptr<format::TraceReader>> reader = format::TraceReader::Open(paths);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    std::vector<format::Record> records;
+    format::Record record;
+    while (reader.ok() && (*reader)->Next(&record)) {
+      // Views die with the reader: keep only what the tests look at.
+      if (auto* off = std::get_if<format::OffCpu>(&record.payload)) {
+        off->user_stack = {};
+        off->kernel_stack = {};
+      }
+      if (std::holds_alternative<format::ThreadInfo>(record.payload) ||
+          std::holds_alternative<format::ProcessInfo>(record.payload)) {
+        continue;  // the preamble and the names of untraced sides
+      }
+      records.push_back(record);
+    }
+    return records;
+  }
+
+  template <typename T>
+  static std::vector<T> OfKind(const std::vector<format::Record>& records) {
+    std::vector<T> out;
+    for (const format::Record& record : records) {
+      if (const auto* payload = std::get_if<T>(&record.payload)) out.push_back(*payload);
+    }
+    return out;
+  }
+
+  testing::TempDir dir_;
+  std::vector<std::string> probe_names_;
+  std::shared_ptr<spdlog::logger> log_ =
+      std::make_shared<spdlog::logger>("replay", std::make_shared<spdlog::sinks::null_sink_mt>());
+  std::unique_ptr<Pipeline> pipeline_;
+};
+
+TEST_F(PipelineReplayTest, EventsFromTwoCpusComeOutInTimeOrderAcrossDrains) {
+  const uint64_t t0 = 1'000'000'000;
+  // CPU 1's ring part arrives a drain after CPU 0's, though it is older.
+  std::vector<RingBatch> batches(2);
+  batches[0].records = {Switch(t0 + 30, 0, kTarget, kTarget, kOther, kOther, 0),
+                        Switch(t0 + 50, 0, kOther, kOther, kTarget, kTarget, 0)};
+  batches[1].records = {Switch(t0 + 10, 1, kTarget + 1, kTarget, kOther, kOther, 0),
+                        Switch(t0 + 40, 1, kOther, kOther, kTarget + 1, kTarget, 0)};
+  // The first drain happens within the window of every event.
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 60);
+  std::vector<uint64_t> times;
+  for (const format::Record& record : records) {
+    if (std::holds_alternative<format::SchedSwitch>(record.payload)) times.push_back(record.time_ns);
+  }
+  EXPECT_EQ(times, (std::vector<uint64_t>{t0 + 10, t0 + 30, t0 + 40, t0 + 50}));
+  EXPECT_TRUE(OfKind<format::Loss>(records).empty());
+}
+
+TEST_F(PipelineReplayTest, AnEventPastItsPlaceIsWrittenAndCountedLate) {
+  const uint64_t t0 = 1'000'000'000;
+  std::vector<RingBatch> batches(2);
+  batches[0].records = {Switch(t0 + 500'000'000, 0, kTarget, kTarget, kOther, kOther, 0)};
+  // Older than what the first cycle already wrote (its window has passed).
+  batches[1].records = {Switch(t0, 1, kTarget + 1, kTarget, kOther, kOther, 0)};
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 600'000'000);
+  EXPECT_EQ(OfKind<format::SchedSwitch>(records).size(), 2u);
+  const std::vector<format::Loss> losses = OfKind<format::Loss>(records);
+  ASSERT_EQ(losses.size(), 1u);
+  EXPECT_EQ(losses[0].source, format::LossSource::kMerge);
+  EXPECT_EQ(losses[0].reason, format::LossReason::kLate);
+  EXPECT_EQ(losses[0].count, 1u);
+  EXPECT_EQ(pipeline_->stats().losses.at("merge/late"), 1u);
+}
+
+TEST_F(PipelineReplayTest, SleepWakeupAndSwitchInMakeOneOffCpuInterval) {
+  const uint64_t t0 = 2'000'000'000;
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {
+      Switch(t0, 0, kTarget + 1, kTarget, kOther, kOther, kSleeping),
+      Wakeup(t0 + 4'000, 1, kTarget, kTarget + 1),
+      Switch(t0 + 9'000, 0, kOther, kOther, kTarget + 1, kTarget, 0),
+  };
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  const std::vector<format::OffCpu> intervals = OfKind<format::OffCpu>(records);
+  ASSERT_EQ(intervals.size(), 1u);
+  EXPECT_EQ(intervals[0].duration_ns, 9'000u);
+  EXPECT_EQ(intervals[0].runq_ns, 5'000u);  // woken at +4 µs, ran at +9 µs
+  EXPECT_EQ(intervals[0].waker_tid, kTarget);
+  EXPECT_EQ(intervals[0].prev_state, kSleeping);
+}
+
+TEST_F(PipelineReplayTest, EveryLossIsInTheTraceAndInTheStatsExactly) {
+  const uint64_t t0 = 3'000'000'000;
+  std::vector<RingBatch> batches(3);
+  batches[0].records = {Switch(t0, 0, kTarget, kTarget, kOther, kOther, 0)};
+  batches[0].counters[LOUPE_CNT_RING_FULL_SCHED] = 7;
+  // A record of a type nobody knows: a bug on one side of records.h.
+  std::vector<uint8_t> unknown = Wakeup(t0 + 10, 0, 1, kTarget);
+  unknown[0] = 0xee;
+  batches[1].records = {unknown};
+  batches[1].counters[LOUPE_CNT_RING_FULL_SCHED] = 7;
+  batches[1].counters[LOUPE_CNT_STACK_TRUNCATED_CPU] = 2;
+  batches[2].records = {};
+  batches[2].counters[LOUPE_CNT_RING_FULL_SCHED] = 12;
+  batches[2].counters[LOUPE_CNT_STACK_TRUNCATED_CPU] = 2;
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  std::map<std::string, uint64_t> in_trace;
+  for (const format::Loss& loss : OfKind<format::Loss>(records)) {
+    in_trace[fmt::format("{}/{}", format::LossSourceName(loss.source),
+                         format::LossReasonName(loss.reason))] += loss.count;
+  }
+  const std::map<std::string, uint64_t> expected = {
+      {"sched/ring_full", 12}, {"cpu_sample/stack_truncated", 2}, {"merge/malformed", 1}};
+  EXPECT_EQ(in_trace, expected);
+  EXPECT_EQ(pipeline_->stats().losses, expected);
+}
+
+TEST_F(PipelineReplayTest, ATargetsExitEmptiesTheTargets) {
+  const uint64_t t0 = 4'000'000'000;
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {GroupExit(t0)};
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  EXPECT_EQ(OfKind<format::ThreadExit>(records).size(), 1u);
+  EXPECT_TRUE(pipeline_->targets().empty());
+}
+
+TEST(RingCaptureTest, ACaptureReadsBackAsItWasDrained) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/ring.capture";
+  absl::StatusOr<std::unique_ptr<RingCaptureWriter>> writer = RingCaptureWriter::Create(path);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  const std::vector<uint8_t> first = Wakeup(10, 0, 1, kTarget);
+  const std::vector<uint8_t> second = GroupExit(20);
+  bpf::BpfCounters counters{};
+  (*writer)->Record(first);
+  counters[LOUPE_CNT_RING_FULL_CPU] = 3;
+  ASSERT_TRUE((*writer)->EndBatch(counters).ok());
+  (*writer)->Record(second);
+  ASSERT_TRUE((*writer)->EndBatch(counters).ok());
+  writer->reset();
+
+  absl::StatusOr<std::vector<RingBatch>> batches = ReadRingCapture(path);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_EQ(batches->size(), 2u);
+  EXPECT_EQ((*batches)[0].records, std::vector<std::vector<uint8_t>>{first});
+  EXPECT_EQ((*batches)[0].counters[LOUPE_CNT_RING_FULL_CPU], 3u);
+  EXPECT_EQ((*batches)[1].records, std::vector<std::vector<uint8_t>>{second});
+}
+
+TEST(RingCaptureTest, ACutCaptureIsAnErrorNamingWhere) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/ring.capture";
+  {
+    absl::StatusOr<std::unique_ptr<RingCaptureWriter>> writer = RingCaptureWriter::Create(path);
+    ASSERT_TRUE(writer.ok());
+    (*writer)->Record(Wakeup(10, 0, 1, kTarget));
+    ASSERT_TRUE((*writer)->EndBatch({}).ok());
+  }
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);
+  absl::StatusOr<std::vector<RingBatch>> batches = ReadRingCapture(path);
+  ASSERT_FALSE(batches.ok());
+  EXPECT_NE(batches.status().message().find("cut at byte"), std::string::npos)
+      << batches.status();
+
+  const std::string not_capture = dir.path() + "/other";
+  std::ofstream(not_capture) << "hello";
+  EXPECT_NE(ReadRingCapture(not_capture).status().message().find("bad magic"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loupe::session
