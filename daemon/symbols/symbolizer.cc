@@ -61,12 +61,15 @@ uint64_t Symbolizer::resolved() const {
 void Symbolizer::Run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
+    // Whatever emptied the queue (a resolved location, or a request already
+    // answered), a waiter hears it: WaitIdle never outwaits an empty queue.
+    if (queue_.empty()) idle_.notify_all();
     work_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (stop_) return;
     Request request = std::move(queue_.front());
     queue_.pop_front();
     Key key{ObjectKey(*request.object), request.offset};
-    if (frames_.contains(key)) continue;
+    if (frames_.contains(key)) continue;  // asked twice before it was resolved
     busy_ = true;
     lock.unlock();
     // DWARF is read here, without the lock: the session thread never waits on it.
@@ -77,7 +80,6 @@ void Symbolizer::Run() {
     if (!file->note().empty()) notes_[key.object] = file->note();
     frames_.emplace(std::move(key), std::move(frames));
     busy_ = false;
-    if (queue_.empty()) idle_.notify_all();
   }
 }
 

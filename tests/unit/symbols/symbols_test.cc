@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 
 #include "daemon/symbols/elf_symbolizer.h"
 #include "daemon/symbols/kernel_symbols.h"
 #include "daemon/symbols/perf_map.h"
 #include "daemon/symbols/object_file.h"
 #include "daemon/symbols/process_maps.h"
+#include "daemon/symbols/symbolizer.h"
 #include "tests/support/child_process.h"
 
 namespace loupe::symbols {
@@ -107,6 +109,19 @@ TEST(ElfSymbolizerTest, InlineChainOfTheTestProgram) {
   }
   EXPECT_TRUE(saw_chain);
   EXPECT_TRUE(symbolizer.Symbolize(0x7fffffff).empty());  // outside every segment
+}
+
+// A location asked for twice before it was resolved: the second request
+// empties the queue without resolving anything, and WaitIdle must hear it
+// (it used to wait out its whole timeout: 30 s at each session end).
+TEST(SymbolizerTest, WaitIdleReturnsOnceTheQueueEmptiesWhateverEmptiedIt) {
+  auto object = std::make_shared<ObjectFile>(Open(testing::TestProgram("symbols_app_nopie")));
+  for (int round = 0; round < 20; ++round) {
+    Symbolizer symbolizer;
+    for (int i = 0; i < 4; ++i) symbolizer.Prefetch(object, 0x1000 + round);
+    EXPECT_TRUE(symbolizer.WaitIdle(10'000'000'000)) << "round " << round;
+    EXPECT_TRUE(symbolizer.Lookup(*object, 0x1000 + round).has_value());
+  }
 }
 
 TEST(ElfSymbolizerTest, NotElfGivesANoteAndNoFrames) {
