@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <grpcpp/server_posix.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,10 +11,51 @@
 
 #include <charconv>
 #include <filesystem>
+#include <vector>
 
 #include "daemon/base/status_util.h"
 
 namespace loupe::control {
+namespace {
+
+const char* FileType(mode_t mode) {
+  if (S_ISREG(mode)) return "regular file";
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISLNK(mode)) return "symbolic link";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "device";
+  return "file that is not a socket";
+}
+
+// What is at `path` may go only if it is a socket nobody listens on: a live
+// louped keeps its socket, and other files are not louped's to delete.
+absl::Status ClearStaleSocket(const std::string& path, const sockaddr_un& address) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? absl::OkStatus() : ErrnoStatus("stat", path);
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        fmt::format("socket = '{}': a {} is there, not a socket; louped removes only a stale "
+                    "socket, so move that file away or choose another socket path",
+                    path, FileType(st.st_mode)));
+  }
+  ScopedFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!probe.valid()) return ErrnoStatus("socket", path);
+  // EAGAIN: a listener with a full backlog, alive all the same.
+  if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 ||
+      errno == EAGAIN || errno == EINPROGRESS) {
+    return absl::AlreadyExistsError(fmt::format(
+        "socket = '{}': a louped already answers there; not starting a second one (stop it "
+        "first, or give this one another socket path)",
+        path));
+  }
+  if (errno != ECONNREFUSED) return ErrnoStatus("connect to the socket already at", path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove stale socket", path);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<PeerListener>> PeerListener::Listen(const std::string& path,
                                                                    std::optional<gid_t> gid) {
@@ -26,46 +68,88 @@ absl::StatusOr<std::unique_ptr<PeerListener>> PeerListener::Listen(const std::st
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
   path.copy(address.sun_path, path.size());
+  if (absl::Status status = ClearStaleSocket(path, address); !status.ok()) return status;
   ScopedFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return ErrnoStatus("socket", path);
-  ::unlink(path.c_str());  // a stale socket of an earlier run
+  // EADDRINUSE here: another louped bound the path since the check above.
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     return ErrnoStatus("bind", path);
   }
+  struct stat bound;
+  if (::lstat(path.c_str(), &bound) != 0) return ErrnoStatus("stat", path);
   // Who may connect is decided by the file: owner and group only.
   if (::chmod(path.c_str(), 0660) != 0) return ErrnoStatus("chmod", path);
   if (gid && ::chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
     return ErrnoStatus("chown", path);
   }
   if (::listen(fd.get(), 64) != 0) return ErrnoStatus("listen", path);
-  return std::unique_ptr<PeerListener>(new PeerListener(path, std::move(fd)));
+  return std::unique_ptr<PeerListener>(
+      new PeerListener(path, std::move(fd), bound.st_dev, bound.st_ino));
 }
 
 PeerListener::~PeerListener() { Stop(); }
+
+void PeerListener::OnConnectionClosed(std::function<void(uint64_t connection)> handler) {
+  on_closed_ = std::move(handler);
+}
 
 void PeerListener::Serve(grpc::Server* server) {
   thread_ = std::thread([this, server] { AcceptLoop(server); });
 }
 
+void PeerListener::Accept(grpc::Server* server) {
+  // gRPC drives the connection with its own poller: it must not block.
+  const int connection = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (connection < 0) return;
+  ucred credentials{};
+  socklen_t size = sizeof credentials;
+  if (::getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
+    ::close(connection);
+    return;
+  }
+  ScopedFd watch(::fcntl(connection, F_DUPFD_CLOEXEC, 0));
+  {
+    // The fd number is reused once gRPC closes a connection: overwrite.
+    std::lock_guard<std::mutex> lock(mutex_);
+    peers_[connection] = {{credentials.pid, credentials.uid, credentials.gid, next_connection_++},
+                          std::move(watch)};
+  }
+  grpc::AddInsecureChannelFromFd(server, connection);
+}
+
 void PeerListener::AcceptLoop(grpc::Server* server) {
+  std::vector<pollfd> ready;
+  std::vector<int> keys;  // peers_ key of each ready[i > 0]
   while (!stopping_) {
-    pollfd ready{fd_.get(), POLLIN, 0};
-    if (::poll(&ready, 1, 200) <= 0) continue;
-    // gRPC drives the connection with its own poller: it must not block.
-    const int connection = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (connection < 0) continue;
-    ucred credentials{};
-    socklen_t size = sizeof credentials;
-    if (::getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
-      ::close(connection);
-      continue;
-    }
+    ready.assign(1, pollfd{fd_.get(), POLLIN, 0});
+    keys.clear();
     {
-      // The fd number is reused once gRPC closes a connection: overwrite.
       std::lock_guard<std::mutex> lock(mutex_);
-      peers_[connection] = {credentials.pid, credentials.uid, credentials.gid};
+      for (const auto& [key, peer] : peers_) {
+        if (!peer.watch.valid()) continue;
+        // Only the hang-up: the bytes are gRPC's to read.
+        ready.push_back({peer.watch.get(), POLLRDHUP, 0});
+        keys.push_back(key);
+      }
     }
-    grpc::AddInsecureChannelFromFd(server, connection);
+    if (::poll(ready.data(), ready.size(), 200) <= 0) continue;
+    std::vector<uint64_t> closed;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 1; i < ready.size(); ++i) {
+        if ((ready[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) continue;
+        auto it = peers_.find(keys[i - 1]);
+        if (it == peers_.end() || it->second.watch.get() != ready[i].fd) continue;
+        closed.push_back(it->second.credentials.connection);
+        // Its credentials stay until gRPC reuses the fd number: a call the
+        // client sent before going away is still answered as its own.
+        it->second.watch.Reset();
+      }
+    }
+    for (uint64_t connection : closed) {
+      if (on_closed_) on_closed_(connection);
+    }
+    if (ready[0].revents & POLLIN) Accept(server);
   }
 }
 
@@ -74,8 +158,15 @@ void PeerListener::Stop() {
   if (thread_.joinable()) thread_.join();
   if (fd_.valid()) {
     fd_.Reset();
-    ::unlink(path_.c_str());
+    // Only our own socket: never one a later louped bound at the same path.
+    struct stat st;
+    if (::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == dev_ &&
+        st.st_ino == ino_) {
+      ::unlink(path_.c_str());
+    }
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [key, peer] : peers_) peer.watch.Reset();
 }
 
 std::optional<PeerCredentials> PeerListener::Lookup(const std::string& peer) const {
@@ -87,7 +178,7 @@ std::optional<PeerCredentials> PeerListener::Lookup(const std::string& peer) con
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = peers_.find(fd);
   if (it == peers_.end()) return std::nullopt;
-  return it->second;
+  return it->second.credentials;
 }
 
 }  // namespace loupe::control

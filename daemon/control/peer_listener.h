@@ -2,6 +2,9 @@
 // socket, so louped accepts connections itself, reads the caller's
 // credentials (SO_PEERCRED), and hands each connection to the gRPC server;
 // handlers look the credentials up by the "fd:N" peer name gRPC gives them.
+// The listener also watches each connection for its client going away
+// (a duplicate of the socket polled for hang-up), so a session can end with
+// the client that attached it.
 #ifndef LOUPE_DAEMON_CONTROL_PEER_LISTENER_H_
 #define LOUPE_DAEMON_CONTROL_PEER_LISTENER_H_
 
@@ -9,6 +12,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,32 +29,48 @@ struct PeerCredentials {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  uint64_t connection = 0;  // which accepted connection (1, 2, ...); 0: none known
 };
 
 class PeerListener {
  public:
-  // Binds `path` (replacing a stale socket), mode 0660, group `gid` if set.
+  // Binds `path`, mode 0660, group `gid` if set. Refuses when a louped
+  // answers there already, or when something other than a socket is there;
+  // removes only a stale socket (one nobody listens on).
   static absl::StatusOr<std::unique_ptr<PeerListener>> Listen(const std::string& path,
                                                               std::optional<gid_t> gid);
   ~PeerListener();
 
+  // Called on the listener's thread when a client's connection closes.
+  void OnConnectionClosed(std::function<void(uint64_t connection)> handler);
   // Starts accepting for `server` (which must outlive the listener's Stop).
   void Serve(grpc::Server* server);
+  // Stops accepting and removes the socket file, if it is still ours.
   void Stop();
   // Credentials of the connection a handler is serving, from its peer name.
   std::optional<PeerCredentials> Lookup(const std::string& peer) const;
   const std::string& path() const { return path_; }
 
  private:
-  PeerListener(std::string path, ScopedFd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
+  struct Connection {
+    PeerCredentials credentials;
+    ScopedFd watch;  // a duplicate, polled for the client hanging up
+  };
+  PeerListener(std::string path, ScopedFd fd, dev_t dev, ino_t ino)
+      : path_(std::move(path)), fd_(std::move(fd)), dev_(dev), ino_(ino) {}
   void AcceptLoop(grpc::Server* server);
+  void Accept(grpc::Server* server);
 
   std::string path_;
   ScopedFd fd_;
+  dev_t dev_;  // of the socket file we bound: Stop removes only that
+  ino_t ino_;
   std::atomic<bool> stopping_ = false;
   std::thread thread_;
+  std::function<void(uint64_t)> on_closed_;
+  uint64_t next_connection_ = 1;  // the accept thread's
   mutable std::mutex mutex_;
-  std::map<int, PeerCredentials> peers_;  // by connection fd
+  std::map<int, Connection> peers_;  // by the fd gRPC serves the connection on
 };
 
 }  // namespace loupe::control

@@ -2,101 +2,214 @@
 
 #include <fmt/format.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "daemon/bpf/source_names.h"
-#include "daemon/probes/probe_plan.h"
-#include "daemon/session/content_policy.h"
+#include <algorithm>
+
+#include "daemon/base/status_util.h"
+#include "daemon/control/session_options.h"
 
 namespace loupe::control {
 namespace {
 
-constexpr size_t kMaxEndedSessions = 64;
+class EngineSession final : public ManagedSession {
+ public:
+  explicit EngineSession(std::unique_ptr<session::Session> session)
+      : session_(std::move(session)) {}
+  absl::Status Stop() override { return session_->Stop(); }
+  bool Finished() override { return session_->WaitFinished(0); }
+  session::SessionStats stats() const override { return session_->stats(); }
+
+ private:
+  std::unique_ptr<session::Session> session_;
+};
 
 }  // namespace
 
-absl::StatusOr<session::SessionOptions> SessionManager::OptionsFor(
-    const v1::AttachRequest& request, const PeerCredentials& caller) const {
-  session::SessionOptions options = defaults_;
-  options.pids.assign(request.pids().begin(), request.pids().end());
-  options.caller_pid = static_cast<uint32_t>(caller.pid);
-  options.caller_uid = caller.uid;
-  const std::vector<std::string> sources(request.sources().begin(), request.sources().end());
-  for (absl::Status status : {bpf::ParseSources(sources, &options.sources),
-                              bpf::ParseSampleEvent(request.sample_event(), &options.sources),
-                              bpf::ParseOffCpuStacks(request.offcpu_stacks(), &options.sources)}) {
-    if (!status.ok()) return status;
-  }
-  if (request.sample_hz() != 0) options.sources.sample_hz = request.sample_hz();
-  if (request.ring_buffer_size() != 0) options.sources.ring_bytes = request.ring_buffer_size();
-  options.sources.follow_children = request.follow_children();
-  const std::vector<std::string> usdt(request.usdt().begin(), request.usdt().end());
-  const std::vector<std::string> uprobes(request.uprobes().begin(), request.uprobes().end());
-  if (absl::Status status = probes::ParseProbeRequests(usdt, uprobes, &options.probes);
-      !status.ok()) {
-    return status;
-  }
-  if (!request.content_policy().empty()) {
-    absl::StatusOr<session::ContentPolicy> policy =
-        session::ParseContentPolicy(request.content_policy());
-    if (!policy.ok()) return policy.status();
-    options.content_policy = *policy;
-  }
-  options.duration_ns = request.duration_ms() * 1'000'000;
-  if (!request.output_dir().empty()) {
-    // A non-root caller's files land where the caller could write itself.
-    if (caller.uid != 0 && access(request.output_dir().c_str(), W_OK) != 0) {
-      return absl::PermissionDeniedError(
-          fmt::format("output_dir {}: louped writes only to directories the caller may write to",
-                      request.output_dir()));
-    }
-    options.writer.directory = request.output_dir();
-  }
-  return options;
+SessionStarter EngineSessions(std::shared_ptr<spdlog::logger> log) {
+  return [log](session::SessionOptions options)
+             -> absl::StatusOr<std::unique_ptr<ManagedSession>> {
+    absl::StatusOr<std::unique_ptr<session::Session>> started =
+        session::Session::Start(std::move(options), log);
+    if (!started.ok()) return started.status();
+    return std::make_unique<EngineSession>(*std::move(started));
+  };
+}
+
+SessionManager::SessionManager(SessionManagerOptions options, std::shared_ptr<spdlog::logger> log,
+                               SessionStarter starter)
+    : options_(std::move(options)),
+      log_(std::move(log)),
+      starter_(starter ? std::move(starter) : EngineSessions(log_)) {
+  reaper_ = std::thread([this] { Reap(); });
+}
+
+SessionManager::~SessionManager() {
+  StopAll();
+  if (reaper_.joinable()) reaper_.join();
 }
 
 absl::StatusOr<v1::AttachResponse> SessionManager::Attach(const v1::AttachRequest& request,
                                                           const PeerCredentials& caller) {
-  absl::StatusOr<session::SessionOptions> options = OptionsFor(request, caller);
-  if (!options.ok()) return options.status();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!request.session_id().empty()) {
-    if (sessions_.contains(request.session_id())) {
-      return absl::AlreadyExistsError(
-          fmt::format("a session named {} exists already", request.session_id()));
+  // The name is reserved under the lock; the session starts outside it.
+  std::string id = request.session_id();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shutting_down_) return absl::UnavailableError("louped is shutting down");
+    if (id.empty()) id = fmt::format("s{}-{}", static_cast<uint64_t>(time(nullptr)), next_id_++);
+    if (sessions_.contains(id)) {
+      return absl::AlreadyExistsError(fmt::format("a session named {} exists already", id));
     }
-    options->writer.session_id = request.session_id();
-  } else {
-    options->writer.session_id =
-        fmt::format("s{}-{}", static_cast<uint64_t>(time(nullptr)), next_id_++);
+    Entry& entry = sessions_[id];
+    entry.owner = caller.uid;
+    entry.connection = request.detached() ? 0 : caller.connection;
   }
-  absl::StatusOr<std::unique_ptr<session::Session>> started =
-      session::Session::Start(*options, log_);
-  if (!started.ok()) return started.status();
+  auto forget = [this, &id] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sessions_.erase(id);
+    changed_.notify_all();
+  };
+
+  v1::AttachRequest named = request;
+  named.set_session_id(id);
+  absl::StatusOr<session::SessionOptions> options = BuildSessionOptions(
+      options_.defaults, named,
+      {.pid = static_cast<uint32_t>(caller.pid), .uid = caller.uid, .gid = caller.gid});
+  if (!options.ok()) {
+    forget();
+    return options.status();
+  }
+  absl::StatusOr<std::unique_ptr<ManagedSession>> started = starter_(*std::move(options));
+  if (!started.ok()) {
+    forget();
+    return started.status();
+  }
+  std::shared_ptr<ManagedSession> session = *std::move(started);
+  const session::SessionStats stats = session->stats();
+  bool end_now = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& entry = sessions_.at(id);
+    entry.session = session;
+    entry.state = State::kRunning;
+    end_now = shutting_down_ || entry.orphaned;
+  }
+  log_->info("session {}: attached for uid {} (pid {}){}", id, caller.uid, caller.pid,
+             request.detached() ? ", detached from its client" : "");
+  if (end_now) {
+    // Shutdown began, or the client went away, while it started.
+    absl::StatusOr<Ended> ended = End(id, "its start outlived its client or louped");
+    return absl::UnavailableError(
+        fmt::format("session {}: ended as soon as it started (louped is shutting down, or the "
+                    "client went away){}",
+                    id, ended.ok() ? "" : ": " + std::string(MessageOf(ended.status()))));
+  }
 
   v1::AttachResponse response;
-  response.set_session_id(options->writer.session_id);
-  response.set_output_dir(options->writer.directory);
-  const session::SessionStats stats = (*started)->stats();
+  response.set_session_id(id);
+  response.set_output_dir(stats.directory);
   for (uint32_t pid : stats.targets) response.add_global_pids(pid);
   for (const std::string& warning : stats.warnings) response.add_warnings(warning);
   response.set_probe_sites(stats.probe_sites);
-  log_->info("session {}: attached for uid {} (pid {})", response.session_id(), caller.uid,
-             caller.pid);
-  sessions_[response.session_id()] = {*std::move(started), caller.uid};
+  return response;
+}
 
-  // Keep the list bounded: forget the oldest ended sessions.
-  size_t ended = 0;
-  for (const auto& [id, entry] : sessions_) ended += !entry.session->stats().running;
-  for (auto it = sessions_.begin(); ended > kMaxEndedSessions && it != sessions_.end();) {
-    if (!it->second.session->stats().running) {
-      it = sessions_.erase(it);
-      --ended;
-    } else {
-      ++it;
+absl::StatusOr<SessionManager::Ended> SessionManager::End(const std::string& id,
+                                                          std::string_view why) {
+  std::shared_ptr<ManagedSession> session;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      auto it = sessions_.find(id);
+      if (it == sessions_.end()) return absl::NotFoundError(fmt::format("no session {}", id));
+      Entry& entry = it->second;
+      if (entry.state == State::kEnded) {
+        return Ended{entry.final_stats, entry.final_status, entry.owner};
+      }
+      if (entry.state == State::kStarting) {
+        return absl::UnavailableError(fmt::format("session {} is still starting", id));
+      }
+      if (entry.state == State::kRunning) {
+        entry.state = State::kStopping;
+        session = entry.session;
+        break;
+      }
+      changed_.wait(lock);  // another caller is stopping it
     }
   }
-  return response;
+  log_->info("session {}: ending ({})", id, why);
+  const absl::Status stopped = session->Stop();
+  Ended ended{session->stats(), stopped};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& entry = sessions_.at(id);
+    ended.owner = entry.owner;
+    entry.state = State::kEnded;
+    entry.final_stats = ended.stats;
+    entry.final_status = stopped;
+    entry.ended_order = ++ended_count_;
+    entry.session.reset();
+    ForgetOldestEnded();
+    changed_.notify_all();
+  }
+  // The last reference: whatever the session still holds goes now, outside the lock.
+  session.reset();
+  if (!stopped.ok()) log_->error("session {}: {}", id, MessageOf(stopped));
+  return ended;
+}
+
+void SessionManager::ForgetOldestEnded() {
+  size_t ended = 0;
+  for (const auto& [id, entry] : sessions_) ended += entry.state == State::kEnded;
+  while (ended > options_.max_ended) {
+    auto oldest = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      if (it->second.state == State::kEnded &&
+          (oldest == sessions_.end() || it->second.ended_order < oldest->second.ended_order)) {
+        oldest = it;
+      }
+    }
+    sessions_.erase(oldest);
+    --ended;
+  }
+}
+
+void SessionManager::Reap() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!shutting_down_) {
+    changed_.wait_for(lock, options_.reap_interval);
+    if (shutting_down_) break;
+    std::vector<std::pair<std::string, std::shared_ptr<ManagedSession>>> running;
+    for (const auto& [id, entry] : sessions_) {
+      if (entry.state == State::kRunning) running.emplace_back(id, entry.session);
+    }
+    lock.unlock();
+    for (const auto& [id, session] : running) {
+      bool orphaned = false;
+      {
+        std::lock_guard<std::mutex> guard(mutex_);
+        auto it = sessions_.find(id);
+        orphaned = it != sessions_.end() && it->second.orphaned;
+      }
+      if (orphaned) {
+        End(id, "the client that attached it went away").IgnoreError();
+      } else if (session->Finished()) {
+        End(id, "it finished").IgnoreError();
+      }
+    }
+    lock.lock();
+  }
+}
+
+void SessionManager::ConnectionClosed(uint64_t connection) {
+  if (connection == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  bool any = false;
+  for (auto& [id, entry] : sessions_) {
+    if (entry.connection != connection || entry.state == State::kEnded) continue;
+    entry.orphaned = true;
+    any = true;
+  }
+  if (any) changed_.notify_all();
 }
 
 absl::Status SessionManager::CheckOwner(const Entry& entry, const std::string& id,
@@ -108,41 +221,78 @@ absl::Status SessionManager::CheckOwner(const Entry& entry, const std::string& i
 
 absl::StatusOr<v1::SessionStatus> SessionManager::Detach(const std::string& id,
                                                          const PeerCredentials& caller) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return absl::NotFoundError(fmt::format("no session {}", id));
-  if (absl::Status status = CheckOwner(it->second, id, caller); !status.ok()) return status;
-  absl::Status stopped = it->second.session->Stop();
-  v1::SessionStatus status = ToProto(it->second.session->stats(), it->second.owner);
-  if (!stopped.ok()) return stopped;
-  log_->info("session {}: detached by uid {}", id, caller.uid);
-  return status;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return absl::NotFoundError(fmt::format("no session {}", id));
+    if (absl::Status status = CheckOwner(it->second, id, caller); !status.ok()) return status;
+  }
+  absl::StatusOr<Ended> ended = End(id, fmt::format("detached by uid {}", caller.uid));
+  if (!ended.ok()) return ended.status();
+  if (!ended->status.ok()) return ended->status;
+  return ToProto(ended->stats, ended->owner);
 }
 
 absl::StatusOr<std::vector<v1::SessionStatus>> SessionManager::Status(
     const std::string& id, const PeerCredentials& caller) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<v1::SessionStatus> out;
-  for (const auto& [name, entry] : sessions_) {
-    if (!id.empty() && name != id) continue;
-    if (!id.empty()) {
-      if (absl::Status status = CheckOwner(entry, name, caller); !status.ok()) return status;
-    } else if (caller.uid != 0 && caller.uid != entry.owner) {
-      continue;  // others' sessions are not listed
+  struct Seen {
+    uid_t owner;
+    std::shared_ptr<ManagedSession> live;  // null: ended
+    session::SessionStats final_stats;
+  };
+  std::vector<Seen> seen;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [name, entry] : sessions_) {
+      if (!id.empty() && name != id) continue;
+      if (!id.empty()) {
+        if (absl::Status status = CheckOwner(entry, name, caller); !status.ok()) return status;
+      } else if (caller.uid != 0 && caller.uid != entry.owner) {
+        continue;  // others' sessions are not listed
+      }
+      if (entry.state == State::kStarting) continue;  // nothing to show yet
+      seen.push_back({entry.owner, entry.session,
+                      entry.state == State::kEnded ? entry.final_stats : session::SessionStats()});
     }
-    out.push_back(ToProto(entry.session->stats(), entry.owner));
   }
+  // Figures of live sessions are read outside the manager's lock.
+  std::vector<v1::SessionStatus> out;
+  for (const Seen& s : seen) out.push_back(ToProto(s.live ? s.live->stats() : s.final_stats, s.owner));
   if (!id.empty() && out.empty()) return absl::NotFoundError(fmt::format("no session {}", id));
   return out;
 }
 
 void SessionManager::StopAll() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [id, entry] : sessions_) {
-    if (absl::Status status = entry.session->Stop(); !status.ok()) {
-      log_->error("session {}: {}", id, status.ToString());
+  std::vector<std::string> running;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutting_down_ = true;
+    changed_.notify_all();
+    for (const auto& [id, entry] : sessions_) {
+      if (entry.state == State::kRunning || entry.state == State::kStopping) running.push_back(id);
     }
   }
+  // In parallel: one session slow to seal does not hold up the others.
+  std::vector<std::thread> stoppers;
+  for (const std::string& id : running) {
+    stoppers.emplace_back([this, id] { End(id, "louped is stopping").IgnoreError(); });
+  }
+  for (std::thread& stopper : stoppers) stopper.join();
+  // Sessions still starting are ended by their Attach once started.
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] {
+    return std::none_of(sessions_.begin(), sessions_.end(),
+                        [](const auto& entry) { return entry.second.state != State::kEnded; });
+  });
+}
+
+std::vector<std::string> SessionManager::Unfinished() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> ids;
+  for (const auto& [id, entry] : sessions_) {
+    if (entry.state != State::kEnded) ids.push_back(id);
+  }
+  return ids;
 }
 
 v1::SessionStatus SessionManager::ToProto(const session::SessionStats& stats, uid_t owner) {

@@ -1,15 +1,27 @@
 // The daemon's sessions: started for callers, owned by their uid, listed,
-// watched and stopped. Ended sessions stay listed (their final figures) up
-// to a bound.
+// watched and ended.
+//
+// The manager's lock guards only its table: a session is started and
+// stopped outside it (BPF loading, uprobe unregistering and the last seal
+// can take seconds), so list, status and attach of everyone answer
+// meanwhile. A session ends when it is detached, when it finishes by itself
+// (duration, targets gone: a reaper notices), or when the connection of the
+// client that attached it closes, unless it was attached detached on
+// purpose. An ended session is dropped at once, keeping only its final
+// figures; the most recent `max_ended` of those stay listed.
 #ifndef LOUPE_DAEMON_CONTROL_SESSION_MANAGER_H_
 #define LOUPE_DAEMON_CONTROL_SESSION_MANAGER_H_
 
 #include <spdlog/logger.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,36 +31,92 @@
 
 namespace loupe::control {
 
+// What the manager needs of a running session: louped's is a
+// session::Session; tests use fakes to make a start or stop slow or fail.
+class ManagedSession {
+ public:
+  virtual ~ManagedSession() = default;
+  // Ends it and seals its trace; called once.
+  virtual absl::Status Stop() = 0;
+  // True once it has ended by itself (duration, every target gone).
+  virtual bool Finished() = 0;
+  virtual session::SessionStats stats() const = 0;
+};
+
+using SessionStarter =
+    std::function<absl::StatusOr<std::unique_ptr<ManagedSession>>(session::SessionOptions)>;
+
+// Starts session::Session, the engine.
+SessionStarter EngineSessions(std::shared_ptr<spdlog::logger> log);
+
+struct SessionManagerOptions {
+  session::SessionOptions defaults;  // everything a request leaves unset
+  size_t max_ended = 64;             // final figures kept of ended sessions
+  std::chrono::milliseconds reap_interval{200};
+};
+
 class SessionManager {
  public:
-  // `defaults` supplies everything a request leaves unset.
-  SessionManager(session::SessionOptions defaults, std::shared_ptr<spdlog::logger> log)
-      : defaults_(std::move(defaults)), log_(std::move(log)) {}
+  // `starter` defaults to EngineSessions(log).
+  SessionManager(SessionManagerOptions options, std::shared_ptr<spdlog::logger> log,
+                 SessionStarter starter = {});
+  ~SessionManager();  // ends what still runs (StopAll)
+  SessionManager(const SessionManager&) = delete;
+  SessionManager& operator=(const SessionManager&) = delete;
 
   absl::StatusOr<v1::AttachResponse> Attach(const v1::AttachRequest& request,
                                             const PeerCredentials& caller);
   absl::StatusOr<v1::SessionStatus> Detach(const std::string& id, const PeerCredentials& caller);
+  // One session, or every session the caller may see (`id` empty).
   absl::StatusOr<std::vector<v1::SessionStatus>> Status(const std::string& id,
                                                         const PeerCredentials& caller);
-  // Stops every session, sealing their traces (daemon shutdown).
+  // A client's connection closed: the sessions it attached without
+  // `detached` end (soon, on the reaper's thread).
+  void ConnectionClosed(uint64_t connection);
+  // Refuses new sessions and ends every session, sealing its trace (daemon
+  // shutdown); returns once none runs.
   void StopAll();
+  // Sessions starting, running or stopping: what shutdown still waits for.
+  std::vector<std::string> Unfinished() const;
 
  private:
+  enum class State { kStarting, kRunning, kStopping, kEnded };
   struct Entry {
-    std::unique_ptr<session::Session> session;
+    State state = State::kStarting;
+    uid_t owner = 0;
+    uint64_t connection = 0;   // the attaching client's; 0: none (detached on purpose)
+    bool orphaned = false;     // that connection closed
+    std::shared_ptr<ManagedSession> session;  // until it has ended
+    session::SessionStats final_stats;        // once it has ended
+    absl::Status final_status;
+    uint64_t ended_order = 0;  // 1 for the first session to end, 2 for the next...
+  };
+  struct Ended {
+    session::SessionStats stats;
+    absl::Status status;
     uid_t owner = 0;
   };
-  absl::StatusOr<session::SessionOptions> OptionsFor(const v1::AttachRequest& request,
-                                                     const PeerCredentials& caller) const;
-  static v1::SessionStatus ToProto(const session::SessionStats& stats, uid_t owner);
+
+  // Ends session `id` unless it has ended already (then its final figures);
+  // concurrent callers wait for the one that stops it.
+  absl::StatusOr<Ended> End(const std::string& id, std::string_view why);
+  void Reap();
+  void ForgetOldestEnded();  // with mutex_ held
   absl::Status CheckOwner(const Entry& entry, const std::string& id,
                           const PeerCredentials& caller) const;
+  static v1::SessionStatus ToProto(const session::SessionStats& stats, uid_t owner);
 
-  session::SessionOptions defaults_;
+  const SessionManagerOptions options_;
   std::shared_ptr<spdlog::logger> log_;
-  std::mutex mutex_;
+  SessionStarter starter_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;  // a session ended, one was orphaned, or shutdown began
   std::map<std::string, Entry> sessions_;
   uint64_t next_id_ = 1;
+  uint64_t ended_count_ = 0;
+  bool shutting_down_ = false;
+  std::thread reaper_;
 };
 
 }  // namespace loupe::control

@@ -57,6 +57,9 @@ const Binding kBindings[] = {
      &DaemonConfig::ship_retry_max_s, 1, 3600},
     {"ship_shutdown_timeout_s", "on shutdown, how long to try shipping what is left", nullptr,
      &DaemonConfig::ship_shutdown_timeout_s, 0, 3600},
+    {"shutdown_timeout_s",
+     "on SIGTERM, louped exits within this long whatever is stuck (sealing, shipping), naming it",
+     nullptr, &DaemonConfig::shutdown_timeout_s, 1, 3600},
 };
 
 absl::Status Apply(const Binding& key, const std::string& value, const std::string& origin,
@@ -127,9 +130,12 @@ absl::StatusOr<DaemonConfig> LoadConfig(const std::string& file, bool file_requi
         return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", file, name.str()));
       }
       std::string value;
+      // A path or name must be a TOML string (output_dir = 5 is a mistake,
+      // not the folder "5"); a number may be written either way.
       if (const auto* text = node.as_string()) {
         value = text->get();
-      } else if (const auto* integer = node.as_integer(); integer && integer->get() >= 0) {
+      } else if (const auto* integer = node.as_integer();
+                 integer && integer->get() >= 0 && key->text == nullptr) {
         value = std::to_string(integer->get());
       } else {
         return absl::InvalidArgumentError(

@@ -36,6 +36,9 @@ struct DaemonConfig {
   uint64_t ship_rate_limit = 0;
   uint64_t ship_retry_max_s = 30;
   uint64_t ship_shutdown_timeout_s = 10;
+  // SIGTERM: every session sealed and louped gone within this long, whatever
+  // failed before; past it louped logs what is stuck and exits anyway.
+  uint64_t shutdown_timeout_s = 30;
 };
 
 struct ConfigKey {

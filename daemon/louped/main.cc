@@ -18,6 +18,8 @@
 #include "daemon/control/peer_listener.h"
 #include "daemon/control/session_manager.h"
 #include "daemon/louped/config.h"
+#include "daemon/louped/session_defaults.h"
+#include "daemon/louped/shutdown_watchdog.h"
 #include "daemon/louped/startup_checks.h"
 #include "daemon/ship/shipper.h"
 #include "daemon/symbols/debuginfod.h"
@@ -40,20 +42,6 @@ int ForwardLibbpf(libbpf_print_level level, const char* format, va_list args) {
   return 0;
 }
 
-loupe::session::SessionOptions SessionDefaults(const DaemonConfig& config) {
-  loupe::session::SessionOptions defaults;
-  defaults.sources.sample_hz = static_cast<uint32_t>(config.sample_hz);
-  defaults.sources.ring_bytes = static_cast<uint32_t>(config.ring_buffer_size);
-  defaults.writer.directory = config.output_dir;
-  defaults.writer.max_file_size = config.max_file_size;
-  defaults.writer.max_total_size = config.max_total_size;
-  defaults.writer.rotation_period_ns = config.rotation_period_s * 1'000'000'000;
-  defaults.reorder_window_ns = config.reorder_window_ms * 1'000'000;
-  defaults.drain_interval_ns = config.drain_interval_ms * 1'000'000;
-  if (config.keep_shipped != 0) defaults.writer.shipped = loupe::ship::Outbox::ReleaseShippedCopy;
-  return defaults;
-}
-
 loupe::ship::ShipperOptions ShipperDefaults(const DaemonConfig& config) {
   loupe::ship::ShipperOptions options;
   options.collector = {config.collector, config.collector_token_file, config.collector_ca_file};
@@ -64,12 +52,11 @@ loupe::ship::ShipperOptions ShipperDefaults(const DaemonConfig& config) {
   return options;
 }
 
-int Run(const DaemonConfig& config) {
+// `watchdog` outlives everything made here: shutdown is bounded up to the
+// last destructor.
+int Run(const DaemonConfig& config, const std::shared_ptr<spdlog::logger>& log,
+        loupe::louped::ShutdownWatchdog& watchdog) {
   loupe::symbols::ConfigureDebuginfod(config.debuginfod_urls);
-  auto log = spdlog::stderr_color_mt("louped");
-  log->set_level(spdlog::level::from_str(config.log_level));
-  libbpf_log = log.get();
-  libbpf_set_print(ForwardLibbpf);
 
   bool fatal = false;
   for (const loupe::louped::Finding& finding : loupe::louped::RunStartupChecks()) {
@@ -105,7 +92,10 @@ int Run(const DaemonConfig& config) {
     }
     shipper = *std::move(started);
   }
-  loupe::control::SessionManager sessions(SessionDefaults(config), log);
+  loupe::control::SessionManager sessions({.defaults = loupe::louped::SessionDefaults(config)}, log);
+  (*listener)->OnConnectionClosed(
+      [&sessions](uint64_t connection) { sessions.ConnectionClosed(connection); });
+  watchdog.SetPending([&sessions] { return sessions.Unfinished(); });
   std::function<loupe::v1::ShippingStatus()> shipping;
   if (shipper) shipping = [&shipper] { return shipper->Status(); };
   loupe::control::ControlService service(&sessions, listener->get(), shipping);
@@ -129,17 +119,32 @@ int Run(const DaemonConfig& config) {
   sigaddset(&stop_signals, SIGTERM);
   int signal = 0;
   sigwait(&stop_signals, &signal);
-  log->info("louped: {} received, sealing every session", strsignal(signal));
+  watchdog.Arm();
+  log->info("louped: {} received, sealing every session (exiting within {} s)", strsignal(signal),
+            config.shutdown_timeout_s);
   sd_notify(0, "STOPPING=1\nSTATUS=sealing sessions and shipping what is left");
 
+  watchdog.Phase("closing the control socket");
   (*listener)->Stop();
+  watchdog.Phase("sealing sessions");
   sessions.StopAll();
+  watchdog.Phase("finishing control calls");
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (shipper) {
-    log->info("louped: shipping what is left (up to {} s)", config.ship_shutdown_timeout_s);
-    shipper->Drain(std::chrono::steady_clock::now() +
-                   std::chrono::seconds(config.ship_shutdown_timeout_s));
+    // Shipping gets what is left of the shutdown budget, less a second to exit.
+    const auto deadline =
+        std::min(std::chrono::steady_clock::now() +
+                     std::chrono::seconds(config.ship_shutdown_timeout_s),
+                 watchdog.deadline() - std::chrono::seconds(1));
+    log->info("louped: shipping what is left (up to {} s)",
+              std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(
+                                       deadline - std::chrono::steady_clock::now())
+                                       .count()));
+    watchdog.Phase("shipping what is left");
+    shipper->Drain(deadline);
   }
+  watchdog.Phase("releasing sessions, the server and the shipper");
+  watchdog.SetPending({});
   log->info("louped: stopped");
   return 0;
 }
@@ -187,6 +192,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "louped: {}\n", loupe::MessageOf(config.status()));
     return 2;
   }
+  // The effective settings, as an attach will take them: louped does not
+  // start with settings every attach would refuse.
+  if (absl::Status status = loupe::louped::CheckEffectiveConfig(*config); !status.ok()) {
+    fmt::print(stderr, "louped: {}\n", loupe::MessageOf(status));
+    return 2;
+  }
   if (check_only) {
     fmt::print("louped: configuration is valid\n");
     return 0;
@@ -194,5 +205,15 @@ int main(int argc, char** argv) {
   // Read once by everything that opens /proc (daemon/base/proc_root.h);
   // set before any thread starts.
   setenv("LOUPE_PROC_ROOT", config->proc_root.c_str(), 1);
-  return Run(*config);
+  auto log = spdlog::stderr_color_mt("louped");
+  log->set_level(spdlog::level::from_str(config->log_level));
+  libbpf_log = log.get();
+  libbpf_set_print(ForwardLibbpf);
+  int status = 0;
+  {
+    loupe::louped::ShutdownWatchdog watchdog(std::chrono::seconds(config->shutdown_timeout_s), log);
+    status = Run(*config, log, watchdog);
+  }
+  libbpf_log = nullptr;
+  return status;
 }

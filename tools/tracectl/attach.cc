@@ -13,8 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "daemon/bpf/source_names.h"
-#include "daemon/probes/probe_plan.h"
+#include "daemon/control/session_options.h"
 #include "daemon/session/session.h"
 #include "daemon/symbols/debuginfod.h"
 #include "tools/tracectl/daemon_client.h"
@@ -32,30 +31,28 @@ std::string DefaultSessionId() {
                      local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec, getpid());
 }
 
-absl::StatusOr<session::SessionOptions> ToSessionOptions(const AttachOptions& o) {
-  session::SessionOptions options;
-  options.pids = o.pids;
-  options.caller_uid = getuid();
-  options.sources.sample_hz = o.hz;
-  options.sources.follow_children = o.follow_children;
-  options.sources.ring_bytes = o.ring_buffer_size;
-  for (absl::Status status : {bpf::ParseSources(o.sources, &options.sources),
-                              bpf::ParseSampleEvent(o.sample_event, &options.sources),
-                              bpf::ParseOffCpuStacks(o.offcpu_stacks, &options.sources),
-                              probes::ParseProbeRequests(o.usdt, o.uprobes, &options.probes)}) {
-    if (!status.ok()) return status;
-  }
-  absl::StatusOr<session::ContentPolicy> policy = session::ParseContentPolicy(o.content_policy);
-  if (!policy.ok()) return policy.status();
-  options.content_policy = *policy;
+// The flags as the request louped takes; embedded mode builds its options
+// from the same request with the same builder.
+absl::StatusOr<v1::AttachRequest> ToAttachRequest(const AttachOptions& o) {
+  v1::AttachRequest request;
+  for (uint32_t pid : o.pids) request.add_pids(pid);
+  for (const std::string& source : o.sources) request.add_sources(source);
+  request.set_sample_hz(o.hz);
+  request.set_sample_event(o.sample_event);
+  request.set_follow_children(o.follow_children);
+  request.set_ring_buffer_size(o.ring_buffer_size);
+  request.set_offcpu_stacks(o.offcpu_stacks);
+  for (const std::string& usdt : o.usdt) request.add_usdt(usdt);
+  for (const std::string& uprobe : o.uprobes) request.add_uprobes(uprobe);
+  request.set_content_policy(o.content_policy);
   if (!o.duration.empty()) {
     absl::StatusOr<uint64_t> duration = ParseDuration(o.duration, "--duration");
     if (!duration.ok()) return duration.status();
-    options.duration_ns = *duration;
+    request.set_duration_ms(std::max<uint64_t>(1, *duration / 1'000'000));
   }
-  options.writer.directory = o.output;
-  options.writer.session_id = o.session_id.empty() ? DefaultSessionId() : o.session_id;
-  return options;
+  request.set_session_id(o.session_id);
+  request.set_detached(o.detached);
+  return request;
 }
 
 }  // namespace
@@ -65,9 +62,8 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
   attach->add_option("pids", options.pids, "Process ids to trace")->required();
   attach->add_option("-d,--duration", options.duration,
                      "Stop after this long (10s, 500ms, 2m); default: Ctrl-C");
-  attach->add_option("--hz", options.hz, "CPU sampling frequency")
-      ->check(CLI::Range(1, 10000))
-      ->capture_default_str();
+  attach->add_option("--hz", options.hz, "CPU sampling frequency (default 99, or louped's)")
+      ->check(CLI::Range(1, 10000));
   attach->add_flag("--follow-children", options.follow_children,
                    "Also trace processes the targets fork after attach");
   attach
@@ -99,12 +95,14 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
       ->add_option("--offcpu-stacks", options.offcpu_stacks,
                    "Stacks taken at switch-out: user,kernel / user / kernel / none")
       ->capture_default_str();
-  attach
-      ->add_option("--ring-buffer-size", options.ring_buffer_size,
-                   "BPF ring buffer bytes (a power of two)")
-      ->capture_default_str();
+  attach->add_option("--ring-buffer-size", options.ring_buffer_size,
+                     "BPF ring buffer bytes, a power of two (default 4 MiB, or louped's)");
   attach->add_option("--session-id", options.session_id, "Name of the session's files");
   attach->add_flag("-q,--quiet", options.quiet, "No live progress");
+  attach->add_flag("--detach,--detached", options.detached,
+                   "Through louped only: start the session and return; it runs until "
+                   "`tracectl detach`, --duration or its targets exit (without it, the session "
+                   "ends when this tracectl does, even killed)");
 }
 
 namespace {
@@ -154,21 +152,9 @@ sigset_t StopSignals() {
 }
 
 // Through louped: the daemon traces, this process watches and detaches.
+// The session lives as long as this process's connection, unless detached.
 int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
-                        const session::SessionOptions& options) {
-  v1::AttachRequest request;
-  for (uint32_t pid : attach.pids) request.add_pids(pid);
-  for (const std::string& source : attach.sources) request.add_sources(source);
-  request.set_sample_hz(attach.hz);
-  request.set_sample_event(attach.sample_event);
-  request.set_follow_children(attach.follow_children);
-  request.set_ring_buffer_size(attach.ring_buffer_size);
-  request.set_offcpu_stacks(attach.offcpu_stacks);
-  for (const std::string& usdt : attach.usdt) request.add_usdt(usdt);
-  for (const std::string& uprobe : attach.uprobes) request.add_uprobes(uprobe);
-  request.set_content_policy(attach.content_policy);
-  request.set_duration_ms(options.duration_ns / 1'000'000);
-  request.set_session_id(attach.session_id);
+                        v1::AttachRequest request) {
   if (attach.output_given) {  // the daemon's working directory is not ours
     request.set_output_dir(std::filesystem::absolute(attach.output).string());
   }
@@ -177,6 +163,11 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
   fmt::print(stderr, "tracectl: louped is tracing; session {}\n", attached->session_id());
   PrintProbes(attached->probe_sites(),
               std::vector<std::string>(attached->warnings().begin(), attached->warnings().end()));
+  if (attach.detached) {
+    fmt::print("session {} runs in louped (writing to {}); end it with: tracectl detach {}\n",
+               attached->session_id(), attached->output_dir(), attached->session_id());
+    return kExitOk;
+  }
 
   const bool live = !attach.quiet && isatty(STDERR_FILENO);
   std::atomic<bool> ended = false;
@@ -223,7 +214,18 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
   return PrintOutcome(outcome);
 }
 
-int AttachEmbedded(const AttachOptions& attach, session::SessionOptions options) {
+int AttachEmbedded(const AttachOptions& attach, v1::AttachRequest request) {
+  if (attach.detached) {
+    return Fail(absl::FailedPreconditionError(fmt::format(
+        "--detach needs louped (none answers on {}): an embedded session ends with tracectl",
+        attach.socket)));
+  }
+  if (request.session_id().empty()) request.set_session_id(DefaultSessionId());
+  request.set_output_dir(attach.output);
+  control::AttachCaller caller{.uid = getuid(), .gid = getgid(), .in_process = true};
+  absl::StatusOr<session::SessionOptions> options =
+      control::BuildSessionOptions(control::EmbeddedDefaults(), request, caller);
+  if (!options.ok()) return Fail(options.status());
   const char* debuginfod = getenv("LOUPE_DEBUGINFOD_URLS");
   symbols::ConfigureDebuginfod(debuginfod != nullptr ? debuginfod : "");
   auto log = spdlog::stderr_color_mt("tracectl");
@@ -233,7 +235,7 @@ int AttachEmbedded(const AttachOptions& attach, session::SessionOptions options)
              "(embedded mode)\n",
              attach.socket);
   absl::StatusOr<std::unique_ptr<session::Session>> session =
-      session::Session::Start(std::move(options), log);
+      session::Session::Start(*std::move(options), log);
   if (!session.ok()) return Fail(session.status());
   const session::SessionStats started = (*session)->stats();
   PrintProbes(started.probe_sites, {});  // the session logged its warnings
@@ -264,15 +266,15 @@ int AttachEmbedded(const AttachOptions& attach, session::SessionOptions options)
 }  // namespace
 
 int RunAttach(const AttachOptions& attach) {
-  absl::StatusOr<session::SessionOptions> options = ToSessionOptions(attach);
-  if (!options.ok()) return Fail(options.status());
+  absl::StatusOr<v1::AttachRequest> request = ToAttachRequest(attach);
+  if (!request.ok()) return Fail(request.status());
   // Ctrl-C and SIGTERM end the session cleanly: they are waited for, not handled.
   const sigset_t stop = StopSignals();
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   absl::StatusOr<std::unique_ptr<DaemonClient>> daemon = DaemonClient::Connect(attach.socket);
   if (!daemon.ok()) return Fail(daemon.status());
-  if (*daemon != nullptr) return AttachThroughDaemon(**daemon, attach, *options);
-  return AttachEmbedded(attach, *std::move(options));
+  if (*daemon != nullptr) return AttachThroughDaemon(**daemon, attach, *std::move(request));
+  return AttachEmbedded(attach, *std::move(request));
 }
 
 }  // namespace loupe::tracectl

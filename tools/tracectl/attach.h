@@ -1,6 +1,7 @@
 // `tracectl attach <pid>...`: traces processes until Ctrl-C, --duration, or
 // every target has exited, then seals the trace and says where it is and
-// whether it is complete. With no louped answering, it runs the session
+// whether it is complete. Through louped the session ends with this process
+// (killed too) unless --detach leaves it running in louped. With no louped answering, it runs the session
 // engine in this process (embedded mode), with the same privileges needed.
 #ifndef LOUPE_TOOLS_TRACECTL_ATTACH_H_
 #define LOUPE_TOOLS_TRACECTL_ATTACH_H_
@@ -15,7 +16,7 @@ namespace loupe::tracectl {
 struct AttachOptions {
   std::vector<uint32_t> pids;
   std::string duration;  // "10s", "500ms", "2m"; empty: until stopped
-  uint32_t hz = 99;
+  uint32_t hz = 0;  // 0: the default (99, or louped's sample_hz)
   bool follow_children = false;
   std::string output = "loupe-traces";
   std::vector<std::string> sources = {"sched", "cpu", "shim"};
@@ -24,9 +25,10 @@ struct AttachOptions {
   std::vector<std::string> usdt;     // provider:name
   std::vector<std::string> uprobes;  // TARGET:SYMBOL...
   std::string content_policy = "names";
-  uint32_t ring_buffer_size = 4 << 20;
+  uint32_t ring_buffer_size = 0;  // 0: the default (4 MiB, or louped's)
   std::string session_id;
   bool quiet = false;
+  bool detached = false;  // louped keeps the session after tracectl returns
   bool output_given = false;
   std::string socket;  // louped's control socket
 };

@@ -1,0 +1,84 @@
+#include "daemon/control/session_options.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "daemon/bpf/source_names.h"
+#include "daemon/probes/probe_plan.h"
+#include "daemon/session/content_policy.h"
+
+namespace loupe::control {
+namespace {
+
+absl::Status ApplySources(const v1::AttachRequest& request, bpf::SourceOptions* sources) {
+  const std::vector<std::string> names(request.sources().begin(), request.sources().end());
+  for (absl::Status status : {bpf::ParseSources(names, sources),
+                              bpf::ParseSampleEvent(request.sample_event(), sources),
+                              bpf::ParseOffCpuStacks(request.offcpu_stacks(), sources)}) {
+    if (!status.ok()) return status;
+  }
+  if (request.sample_hz() != 0) sources->sample_hz = request.sample_hz();
+  if (request.ring_buffer_size() != 0) sources->ring_bytes = request.ring_buffer_size();
+  sources->follow_children = request.follow_children();
+  return absl::OkStatus();
+}
+
+// Where the segments go, and as whom they are written.
+absl::Status ApplyOutput(const v1::AttachRequest& request, const AttachCaller& caller,
+                         format::WriterOptions* writer) {
+  writer->session_id = request.session_id();
+  if (request.output_dir().empty()) return absl::OkStatus();
+  // A non-root caller's files land where the caller could write itself.
+  if (!caller.in_process && caller.uid != 0 && access(request.output_dir().c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        fmt::format("output_dir {}: louped writes only to directories the caller may write to",
+                    request.output_dir()));
+  }
+  writer->directory = request.output_dir();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+session::SessionOptions EmbeddedDefaults() {
+  session::SessionOptions defaults;
+  defaults.writer.directory = "loupe-traces";
+  return defaults;
+}
+
+absl::StatusOr<session::SessionOptions> BuildSessionOptions(const session::SessionOptions& defaults,
+                                                            const v1::AttachRequest& request,
+                                                            const AttachCaller& caller) {
+  session::SessionOptions options = defaults;
+  options.pids.assign(request.pids().begin(), request.pids().end());
+  options.caller_pid = caller.pid;
+  options.caller_uid = caller.uid;
+  if (absl::Status status = ApplySources(request, &options.sources); !status.ok()) return status;
+  const std::vector<std::string> usdt(request.usdt().begin(), request.usdt().end());
+  const std::vector<std::string> uprobes(request.uprobes().begin(), request.uprobes().end());
+  if (absl::Status status = probes::ParseProbeRequests(usdt, uprobes, &options.probes);
+      !status.ok()) {
+    return status;
+  }
+  if (!request.content_policy().empty()) {
+    absl::StatusOr<session::ContentPolicy> policy =
+        session::ParseContentPolicy(request.content_policy());
+    if (!policy.ok()) return policy.status();
+    options.content_policy = *policy;
+  }
+  if (request.duration_ms() > UINT64_MAX / 1'000'000) {
+    return absl::InvalidArgumentError(
+        fmt::format("duration_ms = {} is out of range", request.duration_ms()));
+  }
+  options.duration_ns = request.duration_ms() * 1'000'000;
+  if (absl::Status status = ApplyOutput(request, caller, &options.writer); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = session::ValidateSessionOptions(options); !status.ok()) return status;
+  return options;
+}
+
+}  // namespace loupe::control

@@ -1,0 +1,60 @@
+#include "daemon/louped/session_defaults.h"
+
+#include <fmt/format.h>
+#include <sys/un.h>
+
+#include <filesystem>
+
+#include "daemon/base/status_util.h"
+#include "daemon/control/session_options.h"
+#include "daemon/ship/outbox.h"
+
+namespace loupe::louped {
+
+session::SessionOptions SessionDefaults(const DaemonConfig& config) {
+  session::SessionOptions defaults;
+  defaults.sources.sample_hz = static_cast<uint32_t>(config.sample_hz);
+  defaults.sources.ring_bytes = static_cast<uint32_t>(config.ring_buffer_size);
+  defaults.writer.directory = config.output_dir;
+  defaults.writer.max_file_size = config.max_file_size;
+  defaults.writer.max_total_size = config.max_total_size;
+  defaults.writer.rotation_period_ns = config.rotation_period_s * 1'000'000'000;
+  defaults.reorder_window_ns = config.reorder_window_ms * 1'000'000;
+  defaults.drain_interval_ns = config.drain_interval_ms * 1'000'000;
+  if (config.keep_shipped != 0) defaults.writer.shipped = ship::Outbox::ReleaseShippedCopy;
+  return defaults;
+}
+
+absl::Status CheckEffectiveConfig(const DaemonConfig& config) {
+  constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
+  if (config.socket.empty() || config.socket.size() > kMaxSocketPath) {
+    return absl::InvalidArgumentError(
+        fmt::format("socket = '{}': a path of 1 .. {} bytes", config.socket, kMaxSocketPath));
+  }
+  if (!config.output_dir.starts_with('/')) {
+    return absl::InvalidArgumentError(fmt::format(
+        "output_dir = '{}': an absolute directory path (louped's working directory is no "
+        "caller's)",
+        config.output_dir));
+  }
+  std::error_code error;
+  if (std::filesystem::exists(config.output_dir, error) &&
+      !std::filesystem::is_directory(config.output_dir, error)) {
+    return absl::InvalidArgumentError(
+        fmt::format("output_dir = '{}': exists and is not a directory", config.output_dir));
+  }
+  // The settings through the builder every attach goes through: a request
+  // naming only a pid (a placeholder: nothing is resolved) from root.
+  v1::AttachRequest request;
+  request.add_pids(1);
+  request.set_session_id("check-config");
+  absl::StatusOr<session::SessionOptions> options =
+      control::BuildSessionOptions(SessionDefaults(config), request, control::AttachCaller{});
+  if (!options.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} (an attach would refuse these settings)", MessageOf(options.status())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace loupe::louped

@@ -1,0 +1,294 @@
+// The session manager's lifecycle (issue 15), with fake sessions whose only
+// job is to inject what is slow or fails: list and status answer while a
+// start or a stop hangs; an ended session is released at once, keeping only
+// its final figures, the oldest ended forgotten first; sessions that finish
+// by themselves are reaped; a closed client connection ends the sessions it
+// attached, unless detached on purpose; shutdown ends everything.
+#include "daemon/control/session_manager.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <future>
+#include <set>
+
+namespace loupe::control {
+namespace {
+
+// Open by default; closed, waits block until it opens again.
+class Gate {
+ public:
+  void Close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = false;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return open_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool open_ = true;
+};
+
+struct World {
+  std::atomic<int> live = 0;  // fake sessions not yet destroyed
+  std::atomic<int> stops = 0;
+  std::atomic<int> starting = 0;  // inside a start
+  Gate start_gate, stop_gate;
+  std::mutex mutex;
+  std::set<std::string> finished;  // sessions that "finished by themselves"
+};
+
+class FakeSession final : public ManagedSession {
+ public:
+  FakeSession(World* world, session::SessionOptions options)
+      : world_(world), options_(std::move(options)) {
+    ++world_->live;
+    stats_.id = options_.writer.session_id;
+    stats_.directory = options_.writer.directory;
+    stats_.running = true;
+    stats_.targets = options_.pids;
+  }
+  ~FakeSession() override { --world_->live; }
+  absl::Status Stop() override {
+    ++world_->stops;
+    world_->stop_gate.Wait();
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.running = false;
+    stats_.events = 123;
+    return absl::OkStatus();
+  }
+  bool Finished() override {
+    std::lock_guard<std::mutex> lock(world_->mutex);
+    return world_->finished.contains(options_.writer.session_id);
+  }
+  session::SessionStats stats() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  World* world_;
+  session::SessionOptions options_;
+  mutable std::mutex mutex_;
+  session::SessionStats stats_;
+};
+
+SessionStarter FakeStarter(World* world) {
+  return [world](session::SessionOptions options)
+             -> absl::StatusOr<std::unique_ptr<ManagedSession>> {
+    ++world->starting;
+    world->start_gate.Wait();
+    --world->starting;
+    return std::make_unique<FakeSession>(world, std::move(options));
+  };
+}
+
+std::unique_ptr<SessionManager> Manager(World* world, size_t max_ended = 64) {
+  SessionManagerOptions options;
+  options.defaults.writer.directory = "/tmp/loupe-manager-test";
+  options.max_ended = max_ended;
+  options.reap_interval = std::chrono::milliseconds(10);
+  auto log = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
+  return std::make_unique<SessionManager>(std::move(options), log, FakeStarter(world));
+}
+
+v1::AttachRequest Request(const std::string& id, bool detached = false) {
+  v1::AttachRequest request;
+  request.add_pids(4242);
+  request.set_session_id(id);
+  request.set_detached(detached);
+  return request;
+}
+
+constexpr PeerCredentials kRoot{.pid = 1, .uid = 0, .gid = 0, .connection = 0};
+
+PeerCredentials Client(uint64_t connection, uid_t uid = 0) {
+  return {.pid = 1, .uid = uid, .gid = uid, .connection = connection};
+}
+
+std::map<std::string, bool> Listed(SessionManager& manager, const PeerCredentials& who = kRoot) {
+  auto status = manager.Status("", who);
+  EXPECT_TRUE(status.ok()) << status.status();
+  std::map<std::string, bool> out;
+  if (status.ok()) {
+    for (const v1::SessionStatus& s : *status) out[s.session_id()] = s.running();
+  }
+  return out;
+}
+
+// Waits (bounded) for `condition`; a correctness check, not a timing one.
+template <typename F>
+bool Eventually(F condition) {
+  for (int i = 0; i < 1000; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return condition();
+}
+
+TEST(SessionManagerTest, ListAndAttachAnswerWhileAStartHangs) {
+  World world;
+  auto manager = Manager(&world);
+  ASSERT_TRUE(manager->Attach(Request("quick"), kRoot).ok());
+  world.start_gate.Close();
+  auto slow = std::async(std::launch::async, [&] { return manager->Attach(Request("slow"), kRoot); });
+  ASSERT_TRUE(Eventually([&] { return world.starting == 1; }));
+  // The start still hangs: these return only if the lock is not held across it.
+  EXPECT_EQ(Listed(*manager), (std::map<std::string, bool>{{"quick", true}}));
+  EXPECT_EQ(manager->Attach(Request("slow"), kRoot).status().code(),
+            absl::StatusCode::kAlreadyExists);  // its name is taken already
+  EXPECT_TRUE(manager->Detach("quick", kRoot).ok());
+  world.start_gate.Open();
+  ASSERT_TRUE(slow.get().ok());
+  EXPECT_EQ(Listed(*manager), (std::map<std::string, bool>{{"quick", false}, {"slow", true}}));
+}
+
+TEST(SessionManagerTest, ListAnswersWhileADetachHangs) {
+  World world;
+  auto manager = Manager(&world);
+  ASSERT_TRUE(manager->Attach(Request("held"), kRoot).ok());
+  ASSERT_TRUE(manager->Attach(Request("other"), kRoot).ok());
+  world.stop_gate.Close();
+  auto detach = std::async(std::launch::async, [&] { return manager->Detach("held", kRoot); });
+  ASSERT_TRUE(Eventually([&] { return world.stops == 1; }));
+  EXPECT_EQ(Listed(*manager).size(), 2u);
+  EXPECT_TRUE(manager->Status("other", kRoot).ok());
+  EXPECT_EQ(manager->Unfinished(), (std::vector<std::string>{"held", "other"}));
+  // A second detach of the same session waits for the first, then agrees.
+  auto again = std::async(std::launch::async, [&] { return manager->Detach("held", kRoot); });
+  world.stop_gate.Open();
+  auto first = detach.get();
+  auto second = again.get();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->events(), 123u);
+  EXPECT_EQ(second->events(), 123u);
+  EXPECT_EQ(world.stops, 1);
+}
+
+TEST(SessionManagerTest, EndedSessionsAreReleasedAndTheOldestEndedForgottenFirst) {
+  World world;
+  auto manager = Manager(&world, /*max_ended=*/3);
+  // Names in an order unlike the order they end in.
+  const std::vector<std::string> ids = {"zeta", "alpha", "mu", "beta", "gamma"};
+  for (const std::string& id : ids) ASSERT_TRUE(manager->Attach(Request(id), kRoot).ok());
+  EXPECT_EQ(world.live, 5);
+  for (const std::string& id : ids) {
+    auto ended = manager->Detach(id, kRoot);
+    ASSERT_TRUE(ended.ok()) << ended.status();
+    EXPECT_FALSE(ended->running());
+  }
+  EXPECT_EQ(world.live, 0) << "an ended session still holds its resources";
+  // The three that ended last, whatever their names.
+  EXPECT_EQ(Listed(*manager),
+            (std::map<std::string, bool>{{"mu", false}, {"beta", false}, {"gamma", false}}));
+  auto final_figures = manager->Status("gamma", kRoot);
+  ASSERT_TRUE(final_figures.ok());
+  EXPECT_EQ(final_figures->front().events(), 123u);
+  EXPECT_EQ(manager->Status("zeta", kRoot).status().code(), absl::StatusCode::kNotFound);
+  // A name is free again once forgotten, and a running session is never forgotten.
+  ASSERT_TRUE(manager->Attach(Request("zeta"), kRoot).ok());
+  EXPECT_EQ(Listed(*manager).at("zeta"), true);
+}
+
+TEST(SessionManagerTest, ASessionThatFinishesByItselfIsReapedAndReleased) {
+  World world;
+  auto manager = Manager(&world);
+  ASSERT_TRUE(manager->Attach(Request("timed"), kRoot).ok());
+  ASSERT_TRUE(manager->Attach(Request("long"), kRoot).ok());
+  {
+    std::lock_guard<std::mutex> lock(world.mutex);
+    world.finished.insert("timed");
+  }
+  ASSERT_TRUE(Eventually([&] { return world.live == 1; }));
+  EXPECT_EQ(world.stops, 1);
+  EXPECT_EQ(Listed(*manager), (std::map<std::string, bool>{{"long", true}, {"timed", false}}));
+}
+
+TEST(SessionManagerTest, AClosedConnectionEndsWhatItAttachedUnlessDetached) {
+  World world;
+  auto manager = Manager(&world);
+  ASSERT_TRUE(manager->Attach(Request("watched"), Client(7)).ok());
+  ASSERT_TRUE(manager->Attach(Request("background", /*detached=*/true), Client(7)).ok());
+  ASSERT_TRUE(manager->Attach(Request("someone-else"), Client(8)).ok());
+  manager->ConnectionClosed(7);
+  ASSERT_TRUE(Eventually([&] { return world.live == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a few more reaper rounds
+  EXPECT_EQ(Listed(*manager), (std::map<std::string, bool>{{"background", true},
+                                                           {"someone-else", true},
+                                                           {"watched", false}}));
+}
+
+TEST(SessionManagerTest, AClientGoneWhileItsSessionStartedEndsItOnceStarted) {
+  World world;
+  auto manager = Manager(&world);
+  world.start_gate.Close();
+  auto attach =
+      std::async(std::launch::async, [&] { return manager->Attach(Request("orphan"), Client(9)); });
+  ASSERT_TRUE(Eventually([&] { return world.starting == 1; }));
+  manager->ConnectionClosed(9);
+  world.start_gate.Open();
+  EXPECT_FALSE(attach.get().ok());
+  EXPECT_EQ(world.live, 0);
+  EXPECT_EQ(world.stops, 1);
+}
+
+TEST(SessionManagerTest, OthersSessionsAreNeitherListedNorDetachable) {
+  World world;
+  auto manager = Manager(&world);
+  ASSERT_TRUE(manager->Attach(Request("mine"), Client(1, 1000)).ok());
+  ASSERT_TRUE(manager->Attach(Request("roots"), Client(2, 0)).ok());
+  EXPECT_EQ(Listed(*manager, Client(1, 1000)), (std::map<std::string, bool>{{"mine", true}}));
+  EXPECT_EQ(manager->Detach("roots", Client(1, 1000)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(manager->Detach("mine", Client(1, 1000)).ok());
+}
+
+TEST(SessionManagerTest, StopAllEndsEverySessionInParallelAndRefusesNewOnes) {
+  World world;
+  auto manager = Manager(&world);
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(manager->Attach(Request(id), kRoot).ok());
+  world.stop_gate.Close();
+  auto stop_all = std::async(std::launch::async, [&] { manager->StopAll(); });
+  // All three are being stopped at once: one slow seal holds up no other.
+  ASSERT_TRUE(Eventually([&] { return world.stops == 3; }));
+  world.stop_gate.Open();
+  stop_all.get();
+  EXPECT_EQ(world.live, 0);
+  EXPECT_TRUE(manager->Unfinished().empty());
+  EXPECT_EQ(manager->Attach(Request("late"), kRoot).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(SessionManagerTest, AFailedStartFreesItsName) {
+  World world;
+  SessionManagerOptions options;
+  options.defaults.writer.directory = "/tmp/loupe-manager-test";
+  auto log = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
+  SessionManager manager(std::move(options), log,
+                         [](session::SessionOptions) -> absl::StatusOr<std::unique_ptr<ManagedSession>> {
+                           return absl::PermissionDeniedError("attach: nope");
+                         });
+  EXPECT_EQ(manager.Attach(Request("x"), kRoot).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Listed(manager).empty());
+  EXPECT_TRUE(manager.Unfinished().empty());
+  // A request the builder refuses never reaches the starter.
+  v1::AttachRequest bad = Request("y");
+  bad.set_ring_buffer_size(12345);
+  EXPECT_EQ(manager.Attach(bad, kRoot).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace loupe::control
