@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <variant>
 
 #include "absl/hash/hash.h"
 #include "analysis/wait_class.h"
+#include "daemon/base/overloaded.h"
 #include "daemon/format/wire.h"
 
 namespace loupe::analysis {
@@ -384,92 +386,121 @@ void PerfettoWriter::Finish() {
 
 void PerfettoWriter::Add(const format::Record& record) {
   using namespace format;
-  using Type = perfetto::TrackEvent;
   last_ns_ = std::max(last_ns_, record.time_ns);
   const bool named = threads_.Observe(record);
   timeline_.Add(record, stacks_.Add(record));
-  if (named) {
-    if (std::holds_alternative<ThreadInfo>(record.payload)) ThreadTrack(record.tid, true);
-    return;
+  std::visit(Overloaded{
+                 [&](const ThreadInfo&) {
+                   if (named) ThreadTrack(record.tid, true);
+                 },
+                 [&](const SpanBegin& begin) { DrawSpanBegin(record, begin); },
+                 [&](const SpanEnd&) { DrawSpanEnd(record); },
+                 [&](const OperationBegin& begin) { BeginRequest(record, begin); },
+                 [&](const OperationEnd& end) { EndRequest(record, end); },
+                 [&](const Instant& instant) { DrawInstant(record, instant); },
+                 [&](const UsdtEvent& usdt) { DrawUsdt(record, usdt); },
+                 [&](const UprobeEntry& entry) { DrawUprobeEntry(record, entry); },
+                 [&](const UprobeReturn& ret) { DrawUprobeCall(record, ret); },
+                 [&](const Counter& counter) { DrawCounter(record, counter); },
+                 [&](const CpuSample& sample) { Sample(record, sample); },
+                 [&](const Loss& loss) { DrawLoss(record, loss); },
+                 // Drawn by the timeline's "scheduling" tracks, or only naming tracks.
+                 [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ProcessFork&) {},
+                 [](const ProcessExec&) {}, [](const ThreadExit&) {}, [](const SchedSwitch&) {},
+                 [](const SchedWakeup&) {}, [](const SchedMigrate&) {}, [](const OffCpu&) {}},
+             record.payload);
+}
+
+void PerfettoWriter::DrawSpanBegin(const format::Record& record, const format::SpanBegin& begin) {
+  perfetto::TracePacket packet = Packet(record.time_ns);
+  perfetto::TrackEvent* event = Event(packet, perfetto::TrackEvent::TYPE_SLICE_BEGIN,
+                                      ThreadTrack(record.tid), begin.name);
+  *event->add_debug_annotations() = Arg("span_id", static_cast<int64_t>(begin.span_id));
+  if (begin.operation_id != 0) {
+    *event->add_debug_annotations() = Arg("operation_id", static_cast<int64_t>(begin.operation_id));
   }
+  Emit(packet);
+}
+
+void PerfettoWriter::DrawSpanEnd(const format::Record& record) {
+  perfetto::TracePacket packet = Packet(record.time_ns);
+  Event(packet, perfetto::TrackEvent::TYPE_SLICE_END, ThreadTrack(record.tid), "");
+  Emit(packet);
+}
+
+void PerfettoWriter::DrawInstant(const format::Record& record, const format::Instant& instant) {
+  perfetto::TracePacket packet = Packet(record.time_ns);
+  perfetto::TrackEvent* event =
+      Event(packet, perfetto::TrackEvent::TYPE_INSTANT, ThreadTrack(record.tid), instant.name);
+  for (const format::Field& field : instant.fields) {
+    *event->add_debug_annotations() = Arg(field.key, field.value);
+  }
+  Emit(packet);
+}
+
+void PerfettoWriter::DrawUsdt(const format::Record& record, const format::UsdtEvent& usdt) {
+  perfetto::TracePacket packet = Packet(record.time_ns);
+  perfetto::TrackEvent* event =
+      Event(packet, perfetto::TrackEvent::TYPE_INSTANT, ThreadTrack(record.tid), usdt.probe);
+  for (size_t i = 0; i < usdt.args.size(); ++i) {
+    *event->add_debug_annotations() = Arg(fmt::format("arg{}", i), usdt.args[i]);
+  }
+  if (!usdt.str_arg.empty()) {
+    *event->add_debug_annotations() = Arg("str", format::Value::String(usdt.str_arg));
+  }
+  Emit(packet);
+}
+
+void PerfettoWriter::DrawUprobeEntry(const format::Record& record,
+                                     const format::UprobeEntry& entry) {
+  perfetto::TracePacket packet = Packet(record.time_ns);
+  perfetto::TrackEvent* event =
+      Event(packet, perfetto::TrackEvent::TYPE_INSTANT,
+            ChildTrack(kUprobeTrack, record.tid, "uprobes"), entry.probe);
+  for (size_t i = 0; i < entry.args.size(); ++i) {
+    *event->add_debug_annotations() = Arg(fmt::format("arg{}", i), entry.args[i]);
+  }
+  Emit(packet);
+}
+
+void PerfettoWriter::DrawUprobeCall(const format::Record& record,
+                                    const format::UprobeReturn& ret) {
   const uint64_t time = record.time_ns;
-  if (const auto* begin = std::get_if<SpanBegin>(&record.payload)) {
-    perfetto::TracePacket packet = Packet(time);
-    Type* event = Event(packet, Type::TYPE_SLICE_BEGIN, ThreadTrack(record.tid), begin->name);
-    *event->add_debug_annotations() = Arg("span_id", static_cast<int64_t>(begin->span_id));
-    if (begin->operation_id != 0) {
-      *event->add_debug_annotations() =
-          Arg("operation_id", static_cast<int64_t>(begin->operation_id));
-    }
-    Emit(packet);
-  } else if (std::holds_alternative<SpanEnd>(record.payload)) {
-    perfetto::TracePacket packet = Packet(time);
-    Event(packet, Type::TYPE_SLICE_END, ThreadTrack(record.tid), "");
-    Emit(packet);
-  } else if (const auto* begin_request = std::get_if<OperationBegin>(&record.payload)) {
-    BeginRequest(record, *begin_request);
-  } else if (const auto* end_request = std::get_if<OperationEnd>(&record.payload)) {
-    EndRequest(record, *end_request);
-  } else if (const auto* instant = std::get_if<Instant>(&record.payload)) {
-    perfetto::TracePacket packet = Packet(time);
-    Type* event = Event(packet, Type::TYPE_INSTANT, ThreadTrack(record.tid), instant->name);
-    for (const Field& field : instant->fields) {
-      *event->add_debug_annotations() = Arg(field.key, field.value);
-    }
-    Emit(packet);
-  } else if (const auto* usdt = std::get_if<UsdtEvent>(&record.payload)) {
-    perfetto::TracePacket packet = Packet(time);
-    Type* event = Event(packet, Type::TYPE_INSTANT, ThreadTrack(record.tid), usdt->probe);
-    for (size_t i = 0; i < usdt->args.size(); ++i) {
-      *event->add_debug_annotations() = Arg(fmt::format("arg{}", i), usdt->args[i]);
-    }
-    if (!usdt->str_arg.empty()) {
-      *event->add_debug_annotations() = Arg("str", Value::String(usdt->str_arg));
-    }
-    Emit(packet);
-  } else if (const auto* entry = std::get_if<UprobeEntry>(&record.payload)) {
-    perfetto::TracePacket packet = Packet(time);
-    Type* event = Event(packet, Type::TYPE_INSTANT, ChildTrack(kUprobeTrack, record.tid, "uprobes"),
-                        entry->probe);
-    for (size_t i = 0; i < entry->args.size(); ++i) {
-      *event->add_debug_annotations() = Arg(fmt::format("arg{}", i), entry->args[i]);
-    }
-    Emit(packet);
-  } else if (const auto* ret = std::get_if<UprobeReturn>(&record.payload)) {
-    if (ret->duration_ns != 0 && ret->duration_ns <= time) {
-      perfetto::TrackEvent call;
-      call.set_name(std::string(ret->probe));
-      *call.add_debug_annotations() = Arg("retval", ret->retval);
-      Slice(ChildTrack(kUprobeTrack, record.tid, "uprobes"), std::move(call),
-            time - ret->duration_ns, time);
-    }
-  } else if (const auto* counter = std::get_if<Counter>(&record.payload)) {
-    perfetto::TracePacket packet = Packet(time);
-    Type* event = Event(packet, Type::TYPE_COUNTER,
-                        CounterTrack(threads_.PidOf(record.tid), counter->name), "");
-    if (counter->value.type == ValueType::kDouble) {
-      event->set_double_counter_value(counter->value.AsDouble());
-    } else {
-      event->set_counter_value(counter->value.AsInt());
-    }
-    Emit(packet);
-  } else if (const auto* sample = std::get_if<CpuSample>(&record.payload)) {
-    Sample(record, *sample);
-  } else if (const auto* loss = std::get_if<Loss>(&record.payload)) {
-    const uint64_t track = Uuid(kLossTrack, 0);
-    if (described_.insert(track).second) {
-      perfetto::TrackDescriptor descriptor;
-      descriptor.set_uuid(track);
-      descriptor.set_name("Loupe: losses");
-      Descriptor(std::move(descriptor));
-    }
-    perfetto::TracePacket packet = Packet(time);
-    Type* event = Event(packet, Type::TYPE_INSTANT, track,
-                        fmt::format("lost {} {} ({})", loss->count, LossSourceName(loss->source),
-                                    LossReasonName(loss->reason)));
-    *event->add_debug_annotations() = Arg("count", static_cast<int64_t>(loss->count));
-    Emit(packet);
+  if (ret.duration_ns == 0 || ret.duration_ns > time) return;  // not paired with its entry
+  perfetto::TrackEvent call;
+  call.set_name(std::string(ret.probe));
+  *call.add_debug_annotations() = Arg("retval", ret.retval);
+  Slice(ChildTrack(kUprobeTrack, record.tid, "uprobes"), std::move(call), time - ret.duration_ns,
+        time);
+}
+
+void PerfettoWriter::DrawCounter(const format::Record& record, const format::Counter& counter) {
+  perfetto::TracePacket packet = Packet(record.time_ns);
+  perfetto::TrackEvent* event = Event(packet, perfetto::TrackEvent::TYPE_COUNTER,
+                                      CounterTrack(threads_.PidOf(record.tid), counter.name), "");
+  if (counter.value.type == format::ValueType::kDouble) {
+    event->set_double_counter_value(counter.value.AsDouble());
+  } else {
+    event->set_counter_value(counter.value.AsInt());
   }
+  Emit(packet);
+}
+
+void PerfettoWriter::DrawLoss(const format::Record& record, const format::Loss& loss) {
+  const uint64_t track = Uuid(kLossTrack, 0);
+  if (described_.insert(track).second) {
+    perfetto::TrackDescriptor descriptor;
+    descriptor.set_uuid(track);
+    descriptor.set_name("Loupe: losses");
+    Descriptor(std::move(descriptor));
+  }
+  perfetto::TracePacket packet = Packet(record.time_ns);
+  perfetto::TrackEvent* event =
+      Event(packet, perfetto::TrackEvent::TYPE_INSTANT, track,
+            fmt::format("lost {} {} ({})", loss.count, format::LossSourceName(loss.source),
+                        format::LossReasonName(loss.reason)));
+  *event->add_debug_annotations() = Arg("count", static_cast<int64_t>(loss.count));
+  Emit(packet);
 }
 
 }  // namespace loupe::analysis

@@ -60,6 +60,15 @@ class PerfettoWriter {
                               uint64_t track, std::string_view name);
   // `begin` carries the name, arguments and flows; type and track are set here.
   void Slice(uint64_t track, perfetto::TrackEvent begin, uint64_t begin_ns, uint64_t end_ns);
+  // One per record kind drawn (the scheduling kinds are the timeline's).
+  void DrawSpanBegin(const format::Record& record, const format::SpanBegin& begin);
+  void DrawSpanEnd(const format::Record& record);
+  void DrawInstant(const format::Record& record, const format::Instant& instant);
+  void DrawUsdt(const format::Record& record, const format::UsdtEvent& usdt);
+  void DrawUprobeEntry(const format::Record& record, const format::UprobeEntry& entry);
+  void DrawUprobeCall(const format::Record& record, const format::UprobeReturn& ret);
+  void DrawCounter(const format::Record& record, const format::Counter& counter);
+  void DrawLoss(const format::Record& record, const format::Loss& loss);
   void Sample(const format::Record& record, const format::CpuSample& sample);
   void OnInterval(const StateInterval& interval);
   void Blocked(const StateInterval& interval);

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <set>
+#include <variant>
+
+#include "daemon/base/overloaded.h"
 
 namespace loupe::analysis {
 namespace {
@@ -60,17 +63,22 @@ bool ReportModel::Wanted(const format::Record& record, const RequestMark& mark) 
 }
 
 void ReportModel::Add(const format::Record& record) {
+  using namespace format;
   if (first_ns_ == 0) first_ns_ = record.time_ns;
   last_ns_ = std::max(last_ns_, record.time_ns);
   const uint32_t stack = stacks_.Add(record);
-  if (const auto* sample = std::get_if<format::CpuSample>(&record.payload)) {
-    if (stacks_.threads().Traced(record.tid) &&
-        (!options_.pid || stacks_.threads().PidOf(record.tid) == *options_.pid)) {
-      accounts_[record.tid].ledger.AddSample(stack, !sample->kernel_stack.empty());
-    }
-  } else if (const auto* usdt = std::get_if<format::UsdtEvent>(&record.payload)) {
-    ++usdt_[std::string(usdt->probe)];
-  }
+  std::visit(Overloaded{
+                 [&](const CpuSample& sample) { AddSample(record.tid, stack, sample); },
+                 [&](const UsdtEvent& usdt) { ++usdt_[std::string(usdt.probe)]; },
+                 // Reach the report through the stacks, the timeline and requests below.
+                 [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
+                 [](const ProcessFork&) {}, [](const ProcessExec&) {}, [](const ThreadExit&) {},
+                 [](const SchedSwitch&) {}, [](const SchedWakeup&) {}, [](const SchedMigrate&) {},
+                 [](const OffCpu&) {}, [](const UprobeEntry&) {}, [](const UprobeReturn&) {},
+                 [](const SpanBegin&) {}, [](const SpanEnd&) {}, [](const Instant&) {},
+                 [](const Counter&) {}, [](const OperationBegin&) {}, [](const OperationEnd&) {},
+                 [](const Loss&) {}},
+             record.payload);
   timeline_.Add(record, stack);
   const RequestMark mark = kinds_.Mark(record);
   if (mark.type == RequestMark::kBegin) {
@@ -78,6 +86,12 @@ void ReportModel::Add(const format::Record& record) {
   } else if (mark.type == RequestMark::kEnd) {
     End(record, mark);
   }
+}
+
+void ReportModel::AddSample(uint32_t tid, uint32_t stack, const format::CpuSample& sample) {
+  if (!stacks_.threads().Traced(tid)) return;
+  if (options_.pid && stacks_.threads().PidOf(tid) != *options_.pid) return;
+  accounts_[tid].ledger.AddSample(stack, !sample.kernel_stack.empty());
 }
 
 // Running time up to `now` joins the requests open on the thread and its

@@ -167,6 +167,7 @@ class ReportModel {
 
   bool Wanted(const format::Record& record, const RequestMark& mark) const;
   void OnInterval(const StateInterval& interval);
+  void AddSample(uint32_t tid, uint32_t stack, const format::CpuSample& sample);
   void Settle(uint32_t tid, ThreadAccount& account, uint64_t now);
   void Begin(const format::Record& record, const RequestMark& mark);
   void End(const format::Record& record, const RequestMark& mark);

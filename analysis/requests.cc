@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <variant>
 
 #include "absl/hash/hash.h"
+#include "daemon/base/overloaded.h"
 
 namespace loupe::analysis {
 namespace {
@@ -116,40 +118,61 @@ uint32_t RequestKinds::KindOf(RequestSource source, std::string_view name) {
 RequestMark RequestKinds::Mark(const format::Record& record) {
   using namespace format;
   RequestMark mark;
-  if (const auto* begin = std::get_if<SpanBegin>(&record.payload)) {
-    mark = {RequestMark::kBegin, KindOf(RequestSource::kSpan, begin->name), begin->span_id};
-    mark.operation_id = begin->operation_id;
-  } else if (const auto* end = std::get_if<SpanEnd>(&record.payload)) {
-    mark = {RequestMark::kEnd, 0, end->span_id};
-    mark.kind = UINT32_MAX;  // spans end by id, whatever their name
-  } else if (const auto* op = std::get_if<OperationBegin>(&record.payload)) {
-    mark = {RequestMark::kBegin, KindOf(RequestSource::kOperation, op->name),
-            op->operation_id | 1ull << 63};
-    mark.operation_id = op->operation_id;
-    operation_arg_ = static_cast<int64_t>(op->operation_id);
-    mark.args = {&operation_arg_, 1};
-  } else if (const auto* op_end = std::get_if<OperationEnd>(&record.payload)) {
-    mark = {RequestMark::kEnd, UINT32_MAX, op_end->operation_id | 1ull << 63};
-  } else if (const auto* entry = std::get_if<UprobeEntry>(&record.payload)) {
-    if (!Returns(entry->probe)) return mark;
-    mark = {RequestMark::kBegin, KindOf(RequestSource::kUprobe, entry->probe),
-            absl::HashOf(entry->probe)};
-    mark.args = entry->args;
-  } else if (const auto* ret = std::get_if<UprobeReturn>(&record.payload)) {
-    if (!Returns(ret->probe)) return mark;
-    mark = {RequestMark::kEnd, KindOf(RequestSource::kUprobe, ret->probe), absl::HashOf(ret->probe)};
-  } else if (const auto* usdt = std::get_if<UsdtEvent>(&record.payload)) {
-    for (const UsdtPair& pair : pairs_) {
-      if (usdt->probe == pair.begin_probe || usdt->probe == pair.end_probe) {
-        const bool begins = usdt->probe == pair.begin_probe;
-        mark = {begins ? RequestMark::kBegin : RequestMark::kEnd,
-                KindOf(RequestSource::kUsdt, pair.name), absl::HashOf(pair.name)};
-        if (begins) mark.args = usdt->args;
-        break;
-      }
+  std::visit(
+      Overloaded{
+          [&](const SpanBegin& begin) {
+            mark = {RequestMark::kBegin, KindOf(RequestSource::kSpan, begin.name), begin.span_id};
+            mark.operation_id = begin.operation_id;
+          },
+          [&](const SpanEnd& end) {  // spans end by id, whatever their name
+            mark = {RequestMark::kEnd, UINT32_MAX, end.span_id};
+          },
+          [&](const OperationBegin& begin) { mark = MarkOperation(begin); },
+          [&](const OperationEnd& end) {
+            mark = {RequestMark::kEnd, UINT32_MAX, end.operation_id | 1ull << 63};
+          },
+          [&](const UprobeEntry& entry) {
+            if (!Returns(entry.probe)) return;
+            mark = {RequestMark::kBegin, KindOf(RequestSource::kUprobe, entry.probe),
+                    absl::HashOf(entry.probe)};
+            mark.args = entry.args;
+          },
+          [&](const UprobeReturn& ret) {
+            if (!Returns(ret.probe)) return;
+            mark = {RequestMark::kEnd, KindOf(RequestSource::kUprobe, ret.probe),
+                    absl::HashOf(ret.probe)};
+          },
+          [&](const UsdtEvent& usdt) { mark = MarkUsdt(usdt); },
+          // Neither begin nor end a request.
+          [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
+          [](const ProcessFork&) {}, [](const ProcessExec&) {}, [](const ThreadExit&) {},
+          [](const SchedSwitch&) {}, [](const SchedWakeup&) {}, [](const SchedMigrate&) {},
+          [](const CpuSample&) {}, [](const OffCpu&) {}, [](const Instant&) {},
+          [](const Counter&) {}, [](const Loss&) {}},
+      record.payload);
+  return mark;
+}
+
+RequestMark RequestKinds::MarkOperation(const format::OperationBegin& begin) {
+  RequestMark mark = {RequestMark::kBegin, KindOf(RequestSource::kOperation, begin.name),
+                      begin.operation_id | 1ull << 63};
+  mark.operation_id = begin.operation_id;
+  operation_arg_ = static_cast<int64_t>(begin.operation_id);
+  mark.args = {&operation_arg_, 1};
+  return mark;
+}
+
+RequestMark RequestKinds::MarkUsdt(const format::UsdtEvent& usdt) {
+  for (const UsdtPair& pair : pairs_) {
+    if (usdt.probe == pair.begin_probe || usdt.probe == pair.end_probe) {
+      const bool begins = usdt.probe == pair.begin_probe;
+      RequestMark mark = {begins ? RequestMark::kBegin : RequestMark::kEnd,
+                          KindOf(RequestSource::kUsdt, pair.name), absl::HashOf(pair.name)};
+      if (begins) mark.args = usdt.args;
+      return mark;
     }
   }
-  return mark;
+  return {};
 }
 
 }  // namespace loupe::analysis

@@ -60,6 +60,8 @@ class RequestKinds {
  private:
   uint32_t KindOf(RequestSource source, std::string_view name);
   bool Returns(std::string_view probe) const;
+  RequestMark MarkOperation(const format::OperationBegin& begin);
+  RequestMark MarkUsdt(const format::UsdtEvent& usdt);  // a begin or end of a pair, or none
 
   std::vector<UsdtPair> pairs_;
   absl::flat_hash_set<std::string> returning_uprobes_;

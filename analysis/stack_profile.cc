@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <variant>
 
 #include "absl/hash/hash.h"
+#include "daemon/base/overloaded.h"
 
 namespace loupe::analysis {
 namespace {
@@ -47,18 +49,32 @@ uint32_t StackProfile::Intern(uint32_t pid, format::Stack user, format::Stack ke
 uint32_t StackProfile::Add(const format::Record& record) {
   using namespace format;
   threads_.Observe(record);
-  if (const auto* sample = std::get_if<CpuSample>(&record.payload)) {
-    ++samples_;
-    const uint32_t id = Intern(threads_.PidOf(record.tid), sample->user_stack, sample->kernel_stack);
-    ++totals_[id].samples;
-    return id;
-  }
-  if (const auto* off = std::get_if<OffCpu>(&record.payload)) {
-    const uint32_t id = Intern(threads_.PidOf(record.tid), off->user_stack, off->kernel_stack);
-    totals_[id].off_cpu_ns += off->duration_ns;
-    return id;
-  }
-  return kNoStack;
+  return std::visit(
+      Overloaded{
+          [&](const CpuSample& sample) {
+            ++samples_;
+            const uint32_t id = Intern(threads_.PidOf(record.tid), sample.user_stack, sample.kernel_stack);
+            ++totals_[id].samples;
+            return id;
+          },
+          [&](const OffCpu& off) {
+            const uint32_t id = Intern(threads_.PidOf(record.tid), off.user_stack, off.kernel_stack);
+            totals_[id].off_cpu_ns += off.duration_ns;
+            return id;
+          },
+          // Carry no stack.
+          [](const ClockSync&) { return kNoStack; }, [](const ProcessInfo&) { return kNoStack; },
+          [](const ThreadInfo&) { return kNoStack; }, [](const ProcessFork&) { return kNoStack; },
+          [](const ProcessExec&) { return kNoStack; }, [](const ThreadExit&) { return kNoStack; },
+          [](const SchedSwitch&) { return kNoStack; }, [](const SchedWakeup&) { return kNoStack; },
+          [](const SchedMigrate&) { return kNoStack; },
+          [](const UprobeEntry&) { return kNoStack; },
+          [](const UprobeReturn&) { return kNoStack; }, [](const UsdtEvent&) { return kNoStack; },
+          [](const SpanBegin&) { return kNoStack; }, [](const SpanEnd&) { return kNoStack; },
+          [](const Instant&) { return kNoStack; }, [](const Counter&) { return kNoStack; },
+          [](const OperationBegin&) { return kNoStack; },
+          [](const OperationEnd&) { return kNoStack; }, [](const Loss&) { return kNoStack; }},
+      record.payload);
 }
 
 void StackProfile::AddSymbols(const v1::SymbolTable& table) {

@@ -2,41 +2,63 @@
 
 #include <fmt/format.h>
 
+#include <variant>
+
+#include "daemon/base/overloaded.h"
+
 namespace loupe::analysis {
 
 bool ThreadDirectory::Observe(const format::Record& record) {
   using namespace format;
-  if (const auto* thread = std::get_if<ThreadInfo>(&record.payload)) {
-    pid_of_[record.tid] = thread->pid;
-    if (thread->foreign) {
-      foreign_[record.tid] = std::string(thread->process_name);
-    } else {
-      foreign_.erase(record.tid);
-    }
-    std::string& name = thread_names_[record.tid];
-    if (name == thread->name) return false;
-    name = std::string(thread->name);
-    return true;
+  return std::visit(
+      Overloaded{
+          [&](const ThreadInfo& thread) { return OnThread(record.tid, thread); },
+          [&](const ProcessInfo& process) { return OnProcess(record.tid, process); },
+          [&](const ProcessFork& fork) { return OnFork(record.tid, fork); },
+          // Name no one.
+          [](const ClockSync&) { return false; }, [](const ProcessExec&) { return false; },
+          [](const ThreadExit&) { return false; }, [](const SchedSwitch&) { return false; },
+          [](const SchedWakeup&) { return false; }, [](const SchedMigrate&) { return false; },
+          [](const CpuSample&) { return false; }, [](const OffCpu&) { return false; },
+          [](const UprobeEntry&) { return false; }, [](const UprobeReturn&) { return false; },
+          [](const UsdtEvent&) { return false; }, [](const SpanBegin&) { return false; },
+          [](const SpanEnd&) { return false; }, [](const Instant&) { return false; },
+          [](const Counter&) { return false; }, [](const OperationBegin&) { return false; },
+          [](const OperationEnd&) { return false; }, [](const Loss&) { return false; }},
+      record.payload);
+}
+
+bool ThreadDirectory::OnThread(uint32_t tid, const format::ThreadInfo& thread) {
+  pid_of_[tid] = thread.pid;
+  if (thread.foreign) {
+    foreign_[tid] = std::string(thread.process_name);
+  } else {
+    foreign_.erase(tid);
   }
-  if (const auto* process = std::get_if<ProcessInfo>(&record.payload)) {
-    pid_of_[record.tid] = record.tid;
-    std::string& name = process_names_[record.tid];
-    if (name == process->name) return false;
-    name = std::string(process->name);
-    return true;
+  std::string& name = thread_names_[tid];
+  if (name == thread.name) return false;
+  name = std::string(thread.name);
+  return true;
+}
+
+bool ThreadDirectory::OnProcess(uint32_t pid, const format::ProcessInfo& process) {
+  pid_of_[pid] = pid;
+  std::string& name = process_names_[pid];
+  if (name == process.name) return false;
+  name = std::string(process.name);
+  return true;
+}
+
+bool ThreadDirectory::OnFork(uint32_t parent_tid, const format::ProcessFork& fork) {
+  pid_of_[fork.child_tid] = fork.child_pid;
+  const uint32_t parent = PidOf(parent_tid);
+  if (fork.child_pid != parent && process_names_.contains(parent)) {
+    process_names_.try_emplace(fork.child_pid, process_names_[parent]);
   }
-  if (const auto* fork = std::get_if<ProcessFork>(&record.payload)) {
-    pid_of_[fork->child_tid] = fork->child_pid;
-    const uint32_t parent = PidOf(record.tid);
-    if (fork->child_pid != parent && process_names_.contains(parent)) {
-      process_names_.try_emplace(fork->child_pid, process_names_[parent]);
-    }
-    if (auto name = thread_names_.find(record.tid); name != thread_names_.end()) {
-      thread_names_.try_emplace(fork->child_tid, name->second);
-    }
-    return true;
+  if (auto name = thread_names_.find(parent_tid); name != thread_names_.end()) {
+    thread_names_.try_emplace(fork.child_tid, name->second);
   }
-  return false;
+  return true;
 }
 
 uint32_t ThreadDirectory::PidOf(uint32_t tid) const {

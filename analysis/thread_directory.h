@@ -32,6 +32,11 @@ class ThreadDirectory {
   std::string ProcessNameOf(uint32_t tid) const;
 
  private:
+  // Each true when it named anew.
+  bool OnThread(uint32_t tid, const format::ThreadInfo& thread);
+  bool OnProcess(uint32_t pid, const format::ProcessInfo& process);
+  bool OnFork(uint32_t parent_tid, const format::ProcessFork& fork);
+
   // Looked up per event: hash maps.
   absl::flat_hash_map<uint32_t, uint32_t> pid_of_;
   std::map<uint32_t, std::string> process_names_;

@@ -1,6 +1,9 @@
 #include "analysis/thread_timeline.h"
 
 #include <algorithm>
+#include <variant>
+
+#include "daemon/base/overloaded.h"
 
 namespace loupe::analysis {
 namespace {
@@ -13,17 +16,6 @@ constexpr uint64_t kRaceWindowNs = 1'000'000;
 constexpr size_t kMaxCpus = 4096;
 // A waker's samples this long before the wait began still say what it was doing.
 constexpr uint64_t kDoingSlackNs = 10'000'000;
-
-bool SelfEmitted(const format::Payload& payload) {
-  using namespace format;
-  return std::holds_alternative<CpuSample>(payload) || std::holds_alternative<SpanBegin>(payload) ||
-         std::holds_alternative<SpanEnd>(payload) || std::holds_alternative<Instant>(payload) ||
-         std::holds_alternative<Counter>(payload) ||
-         std::holds_alternative<OperationBegin>(payload) ||
-         std::holds_alternative<OperationEnd>(payload) || std::holds_alternative<UsdtEvent>(payload) ||
-         std::holds_alternative<UprobeEntry>(payload) ||
-         std::holds_alternative<UprobeReturn>(payload);
-}
 
 }  // namespace
 
@@ -50,35 +42,47 @@ ThreadTimeline::Cpu& ThreadTimeline::CpuOf(uint32_t cpu) {
 
 void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
   using namespace format;
-  std::visit(
-      [&](const auto& payload) {
-        using T = std::decay_t<decltype(payload)>;
-        if constexpr (std::is_same_v<T, SchedSwitch>) {
-          OnSwitch(record, payload);
-        } else if constexpr (std::is_same_v<T, SchedWakeup>) {
-          OnWakeup(record, payload);
-        } else if constexpr (std::is_same_v<T, SchedMigrate>) {
-          OnMigrate(record, payload);
-        } else if constexpr (std::is_same_v<T, OffCpu>) {
-          OnOffCpu(record, stack);
-        } else if constexpr (std::is_same_v<T, ThreadExit>) {
-          auto it = threads_.find(record.tid);
-          if (it == threads_.end()) return;
-          Flush(record.tid);
-          if (it->second.state == ThreadState::kRunning) {
-            Emit(record.tid, it->second, ThreadState::kRunning, it->second.since, record.time_ns);
-          } else if (it->second.state == ThreadState::kRunnable) {
-            LeaveWaiters(record.tid, it->second.cpu);
-          }
-          threads_.erase(it);
-        }
-      },
-      record.payload);
-  if (!SelfEmitted(record.payload)) return;
+  std::visit(Overloaded{
+                 [&](const SchedSwitch& change) { OnSwitch(record, change); },
+                 [&](const SchedWakeup& wakeup) { OnWakeup(record, wakeup); },
+                 [&](const SchedMigrate& migrate) { OnMigrate(record, migrate); },
+                 [&](const OffCpu&) { OnOffCpu(record, stack); },
+                 [&](const ThreadExit&) { OnExit(record); },
+                 // Records the thread ran itself.
+                 [&](const CpuSample&) { OnOwnRecord(record, stack); },
+                 [&](const SpanBegin&) { OnOwnRecord(record, 0); },
+                 [&](const SpanEnd&) { OnOwnRecord(record, 0); },
+                 [&](const Instant&) { OnOwnRecord(record, 0); },
+                 [&](const Counter&) { OnOwnRecord(record, 0); },
+                 [&](const OperationBegin&) { OnOwnRecord(record, 0); },
+                 [&](const OperationEnd&) { OnOwnRecord(record, 0); },
+                 [&](const UsdtEvent&) { OnOwnRecord(record, 0); },
+                 [&](const UprobeEntry&) { OnOwnRecord(record, 0); },
+                 [&](const UprobeReturn&) { OnOwnRecord(record, 0); },
+                 // Records about a thread or process, not run by it.
+                 [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
+                 [](const ProcessFork&) {}, [](const ProcessExec&) {}, [](const Loss&) {}},
+             record.payload);
+}
+
+void ThreadTimeline::OnExit(const format::Record& record) {
+  auto it = threads_.find(record.tid);
+  if (it == threads_.end()) return;
+  Flush(record.tid);
+  if (it->second.state == ThreadState::kRunning) {
+    Emit(record.tid, it->second, ThreadState::kRunning, it->second.since, record.time_ns);
+  } else if (it->second.state == ThreadState::kRunnable) {
+    LeaveWaiters(record.tid, it->second.cpu);
+  }
+  threads_.erase(it);
+}
+
+void ThreadTimeline::OnOwnRecord(const format::Record& record, uint32_t sample_stack) {
   Track* track = Traced(record.tid);
   if (track == nullptr) return;
-  if (const auto* sample = std::get_if<CpuSample>(&record.payload); sample && stack != 0) {
-    track->recent_samples[track->next_sample++ % kRecent] = {record.time_ns, record.time_ns, stack};
+  if (sample_stack != 0) {
+    track->recent_samples[track->next_sample++ % kRecent] = {record.time_ns, record.time_ns,
+                                                             sample_stack};
   }
   // The thread ran this record itself: once switches are being traced, its
   // state is known from here on.

@@ -115,6 +115,9 @@ class ThreadTimeline {
   void OnWakeup(const format::Record& record, const format::SchedWakeup& wakeup);
   void OnMigrate(const format::Record& record, const format::SchedMigrate& migrate);
   void OnOffCpu(const format::Record& record, uint32_t stack);
+  void OnExit(const format::Record& record);
+  // A record the thread ran itself; `sample_stack`: a CPU sample's stack id, else 0.
+  void OnOwnRecord(const format::Record& record, uint32_t sample_stack);
   void SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t cpu, uint32_t prev_state);
   void SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t cpu);
   void BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint32_t cpu);

@@ -1,29 +1,49 @@
 #include "daemon/session/offcpu_tracker.h"
 
 #include <algorithm>
+#include <variant>
+
+#include "daemon/base/overloaded.h"
 
 namespace loupe::session {
 
 std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
   const format::Record& record = event.record;
-  if (const auto* wakeup = std::get_if<format::SchedWakeup>(&record.payload)) {
-    if (is_target_(event.next_tgid)) woken_[wakeup->woken_tid] = {record.time_ns, record.tid};
-    return std::nullopt;
-  }
-  if (std::holds_alternative<format::ThreadExit>(record.payload)) {
-    switched_out_.erase(record.tid);
-    woken_.erase(record.tid);
-    return std::nullopt;
-  }
-  const auto* change = std::get_if<format::SchedSwitch>(&record.payload);
-  if (change == nullptr) return std::nullopt;
+  std::optional<OwnedEvent> interval;
+  std::visit(Overloaded{
+                 [&](const format::SchedWakeup& wakeup) {
+                   if (is_target_(event.next_tgid)) {
+                     woken_[wakeup.woken_tid] = {record.time_ns, record.tid};
+                   }
+                 },
+                 [&](const format::ThreadExit&) {
+                   switched_out_.erase(record.tid);
+                   woken_.erase(record.tid);
+                 },
+                 [&](const format::SchedSwitch& change) { interval = OnSwitch(event, change); },
+                 // Not scheduling.
+                 [](const format::ClockSync&) {}, [](const format::ProcessInfo&) {},
+                 [](const format::ThreadInfo&) {}, [](const format::ProcessFork&) {},
+                 [](const format::ProcessExec&) {}, [](const format::SchedMigrate&) {},
+                 [](const format::CpuSample&) {}, [](const format::OffCpu&) {},
+                 [](const format::UprobeEntry&) {}, [](const format::UprobeReturn&) {},
+                 [](const format::UsdtEvent&) {}, [](const format::SpanBegin&) {},
+                 [](const format::SpanEnd&) {}, [](const format::Instant&) {},
+                 [](const format::Counter&) {}, [](const format::OperationBegin&) {},
+                 [](const format::OperationEnd&) {}, [](const format::Loss&) {}},
+             record.payload);
+  return interval;
+}
 
+std::optional<OwnedEvent> OffCpuTracker::OnSwitch(OwnedEvent& event,
+                                                  const format::SchedSwitch& change) {
+  const format::Record& record = event.record;
   std::optional<OwnedEvent> interval;
   if (is_target_(event.next_tgid)) {
     // Every wakeup kept here came after the thread's last switch-in: older
     // ones are dropped below, at the switch-in they predate.
-    auto woken = woken_.find(change->next_tid);
-    auto out = switched_out_.find(change->next_tid);
+    auto woken = woken_.find(change.next_tid);
+    auto out = switched_out_.find(change.next_tid);
     if (out != switched_out_.end()) {
       const SwitchedOut& from = out->second;
       format::OffCpu off{.duration_ns = record.time_ns - from.time_ns, .prev_state = from.state};
@@ -37,7 +57,7 @@ std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
       }
       OwnedEvent made;
       made.record = {
-          .time_ns = record.time_ns, .tid = change->next_tid, .cpu = record.cpu, .payload = off};
+          .time_ns = record.time_ns, .tid = change.next_tid, .cpu = record.cpu, .payload = off};
       made.prev_tgid = event.next_tgid;  // the interval's process, for symbols
       made.frames = std::move(out->second.frames);
       made.user_depth = out->second.user_depth;
@@ -48,7 +68,7 @@ std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
   }
   if (is_target_(event.prev_tgid)) {
     SwitchedOut& out = switched_out_[record.tid];
-    out = {record.time_ns, change->prev_state, std::move(event.frames), event.user_depth};
+    out = {record.time_ns, change.prev_state, std::move(event.frames), event.user_depth};
     event.frames.clear();
     event.user_depth = 0;
   }

@@ -38,6 +38,9 @@ class OffCpuTracker {
     uint32_t waker_tid = 0;
   };
 
+  // A switch: ends the next thread's off-CPU interval (returned), begins the previous one's.
+  std::optional<OwnedEvent> OnSwitch(OwnedEvent& event, const format::SchedSwitch& change);
+
   IsTarget is_target_;
   absl::flat_hash_map<uint32_t, SwitchedOut> switched_out_;  // by tid
   absl::flat_hash_map<uint32_t, Woken> woken_;

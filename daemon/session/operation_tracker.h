@@ -22,6 +22,8 @@ class OperationTracker {
   size_t tracked_threads() const { return scopes_.size(); }
 
  private:
+  void End(uint32_t tid, uint64_t operation_id);
+
   absl::flat_hash_map<uint32_t, std::vector<uint64_t>> scopes_;  // by tid
 };
 

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "daemon/base/overloaded.h"
 #include "daemon/format/record.h"
 
 namespace loupe::session {
@@ -42,37 +44,45 @@ struct OwnedEvent {
   }
 
   const format::Record& View() {
-    if (auto* sample = std::get_if<format::CpuSample>(&record.payload)) {
-      sample->user_stack = UserStack();
-      sample->kernel_stack = KernelStack();
-    } else if (auto* off = std::get_if<format::OffCpu>(&record.payload)) {
-      off->user_stack = UserStack();
-      off->kernel_stack = KernelStack();
-    } else if (auto* thread = std::get_if<format::ThreadInfo>(&record.payload)) {
-      thread->name = text;
-      thread->process_name = value_text;
-    } else if (auto* exec = std::get_if<format::ProcessExec>(&record.payload)) {
-      exec->filename = text;
-    } else if (auto* usdt = std::get_if<format::UsdtEvent>(&record.payload)) {
-      usdt->args = args;
-      usdt->str_arg = value_text;
-    } else if (auto* entry = std::get_if<format::UprobeEntry>(&record.payload)) {
-      entry->args = args;
-    } else if (auto* span = std::get_if<format::SpanBegin>(&record.payload)) {
-      span->name = text;
-    } else if (auto* counter = std::get_if<format::Counter>(&record.payload)) {
-      counter->name = text;
-    } else if (auto* operation = std::get_if<format::OperationBegin>(&record.payload)) {
-      operation->name = text;
-    } else if (auto* instant = std::get_if<format::Instant>(&record.payload)) {
-      instant->name = text;
-      field_views.clear();
-      for (const OwnedField& field : fields) {
-        field_views.push_back({field.key, {field.type, field.bits, field.text}});
-      }
-      instant->fields = field_views;
-    }
+    const auto stacks = [this](auto& kind) {
+      kind.user_stack = UserStack();
+      kind.kernel_stack = KernelStack();
+    };
+    std::visit(Overloaded{
+                   [&](format::CpuSample& sample) { stacks(sample); },
+                   [&](format::OffCpu& off) { stacks(off); },
+                   [&](format::ThreadInfo& thread) {
+                     thread.name = text;
+                     thread.process_name = value_text;
+                   },
+                   [&](format::ProcessExec& exec) { exec.filename = text; },
+                   [&](format::UsdtEvent& usdt) {
+                     usdt.args = args;
+                     usdt.str_arg = value_text;
+                   },
+                   [&](format::UprobeEntry& entry) { entry.args = args; },
+                   [&](format::SpanBegin& span) { span.name = text; },
+                   [&](format::Counter& counter) { counter.name = text; },
+                   [&](format::OperationBegin& operation) { operation.name = text; },
+                   [&](format::Instant& instant) { ViewInstant(instant); },
+                   // Nothing owned here to point at.
+                   [](format::ClockSync&) {}, [](format::ProcessInfo&) {},
+                   [](format::ProcessFork&) {}, [](format::ThreadExit&) {},
+                   [](format::SchedSwitch&) {}, [](format::SchedWakeup&) {},
+                   [](format::SchedMigrate&) {}, [](format::UprobeReturn&) {},
+                   [](format::SpanEnd&) {}, [](format::OperationEnd&) {},
+                   [](format::Loss&) {}},
+               record.payload);
     return record;
+  }
+
+  void ViewInstant(format::Instant& instant) {
+    instant.name = text;
+    field_views.clear();
+    for (const OwnedField& field : fields) {
+      field_views.push_back({field.key, {field.type, field.bits, field.text}});
+    }
+    instant.fields = field_views;
   }
 };
 

@@ -25,6 +25,10 @@ class UprobePairer {
  private:
   // Probe names are views into the session's probe table: one address each.
   using Key = std::pair<uint32_t, const char*>;
+
+  // A return: its latency from the innermost open entry of its probe.
+  void Pair(const format::Record& record, format::UprobeReturn& ret);
+
   absl::flat_hash_map<Key, std::vector<uint64_t>> entries_;
 };
 

@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <map>
+#include <variant>
 
+#include "daemon/base/overloaded.h"
 #include "daemon/base/status_util.h"
 #include "daemon/format/record_json.h"
 #include "daemon/format/segment_reader.h"
@@ -31,7 +33,14 @@ struct SegmentReport {
   int64_t realtime_offset_ns = 0;  // realtime - monotonic at the segment's start
 };
 
+// "name", or "name, pid N in its namespace" when that differs.
+std::string TargetName(uint32_t pid, const format::ProcessInfo& process) {
+  if (process.ns_pid == pid) return std::string(process.name);
+  return fmt::format("{}, pid {} in its namespace", process.name, process.ns_pid);
+}
+
 SegmentReport VerifySegment(const std::string& path) {
+  using namespace format;
   SegmentReport report;
   report.path = path;
   auto reader = format::SegmentReader::Open(path);
@@ -52,15 +61,23 @@ SegmentReport VerifySegment(const std::string& path) {
     ++report.kinds[std::string(format::KindName(record.kind()))];
     report.first_ns = std::min(report.first_ns, record.time_ns);
     report.last_ns = std::max(report.last_ns, record.time_ns);
-    if (const auto* loss = std::get_if<format::Loss>(&record.payload)) {
-      report.losses[fmt::format("{}/{}", format::LossSourceName(loss->source),
-                                format::LossReasonName(loss->reason))] += loss->count;
-    } else if (const auto* process = std::get_if<format::ProcessInfo>(&record.payload)) {
-      report.targets[record.tid] =
-          process->ns_pid != record.tid
-              ? fmt::format("{}, pid {} in its namespace", process->name, process->ns_pid)
-              : std::string(process->name);
-    }
+    std::visit(Overloaded{
+                   [&](const Loss& loss) {
+                     report.losses[fmt::format("{}/{}", LossSourceName(loss.source),
+                                               LossReasonName(loss.reason))] += loss.count;
+                   },
+                   [&](const ProcessInfo& process) {
+                     report.targets[record.tid] = TargetName(record.tid, process);
+                   },
+                   // Counted by kind above.
+                   [](const ClockSync&) {}, [](const ThreadInfo&) {}, [](const ProcessFork&) {},
+                   [](const ProcessExec&) {}, [](const ThreadExit&) {}, [](const SchedSwitch&) {},
+                   [](const SchedWakeup&) {}, [](const SchedMigrate&) {}, [](const CpuSample&) {},
+                   [](const OffCpu&) {}, [](const UprobeEntry&) {}, [](const UprobeReturn&) {},
+                   [](const UsdtEvent&) {}, [](const SpanBegin&) {}, [](const SpanEnd&) {},
+                   [](const Instant&) {}, [](const Counter&) {}, [](const OperationBegin&) {},
+                   [](const OperationEnd&) {}},
+               record.payload);
   }
   const format::SegmentReader& r = **reader;
   for (const std::string& reason : r.trailer().reasons()) report.reasons.push_back(reason);
