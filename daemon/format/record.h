@@ -144,7 +144,7 @@ struct ProcessExec {
 };
 struct ThreadExit {
   uint32_t pid = 0;
-  int64_t exit_code = 0;
+  int64_t exit_code = 0;  // as passed to exit(), or minus the signal that ended it
   bool group_dead = false;
 };
 struct SchedSwitch {

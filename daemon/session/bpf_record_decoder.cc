@@ -7,6 +7,13 @@
 namespace loupe::session {
 namespace {
 
+// The kernel keeps a wait status (exit(1) is 256); the trace keeps what a
+// shell shows: the code passed to exit, or minus the signal that killed it.
+int64_t ExitCode(int32_t wait_status) {
+  const int32_t signal = wait_status & 0x7f;
+  return signal == 0 ? (wait_status >> 8) & 0xff : -signal;
+}
+
 // Copies only the fixed part: a record with stacks is up to 2 KiB, and its
 // frames are read straight from the ring bytes by TakeStacks.
 template <typename T>
@@ -95,7 +102,7 @@ std::optional<OwnedEvent> DecodeBpfRecord(std::span<const uint8_t> bytes) {
       loupe_thread_exit r;
       if (!Load(bytes, sizeof r, &r)) return std::nullopt;
       event.record.tid = r.tid;
-      event.record.payload = format::ThreadExit{r.tgid, r.exit_code, r.group_dead != 0};
+      event.record.payload = format::ThreadExit{r.tgid, ExitCode(r.exit_code), r.group_dead != 0};
       return event;
     }
     case LOUPE_REC_THREAD_NAME: {

@@ -31,6 +31,16 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     self->log_->info("session {}: target {} ({}) exited with {}",
                      self->options_.writer.session_id, process.pid, process.name, exit_code);
   });
+  targets_of.set_added([self](const ProcessIdentity& process, uint64_t time_ns) {
+    for (const format::Record& record : Describe(process, time_ns)) {
+      OwnedEvent event;
+      event.record = record;  // its views stay in `process`, which outlives the write
+      if (const auto* thread = std::get_if<format::ThreadInfo>(&record.payload)) {
+        event.text = thread->name;  // View() points the name at the event's own copy
+      }
+      self->Write(event);
+    }
+  });
   format::SegmentWriter::SymbolHook symbol_hook;
   if (pipeline->options_.symbolize) {
     pipeline->stacks_ = std::make_unique<StackSymbols>();

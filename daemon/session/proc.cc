@@ -11,6 +11,7 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "daemon/base/proc_root.h"
@@ -126,6 +127,31 @@ absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid) {
     }
   }
   return process;
+}
+
+std::vector<uint32_t> Descendants(uint32_t pid) {
+  std::multimap<uint32_t, uint32_t> children;  // by parent
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(ProcRoot(), error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat;
+    if (!ReadText(entry.path().string() + "/stat", &stat)) continue;  // exited meanwhile
+    const std::vector<std::string> fields = StatFields(stat);
+    if (fields.size() < 2) continue;
+    children.emplace(static_cast<uint32_t>(ToNumber(fields[1])),
+                     static_cast<uint32_t>(ToNumber(name)));
+  }
+  std::vector<uint32_t> out;
+  std::vector<uint32_t> parents{pid};
+  for (size_t next = 0; next < parents.size(); ++next) {
+    auto [begin, end] = children.equal_range(parents[next]);
+    for (auto it = begin; it != end; ++it) {
+      out.push_back(it->second);
+      parents.push_back(it->second);
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<uint32_t> GlobalPid(uint32_t caller_pid, uint32_t pid) {

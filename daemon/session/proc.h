@@ -40,6 +40,10 @@ absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid);
 absl::StatusOr<uint64_t> ReadStartTime(uint32_t pid);
 absl::StatusOr<ThreadIdentity> ReadThread(uint32_t pid, uint32_t tid);
 
+// Every living descendant of `pid` (children, their children, ...), by
+// kernel-global pid, parents before their children.
+std::vector<uint32_t> Descendants(uint32_t pid);
+
 // The kernel-global pid of the process that `caller_pid` sees as `pid` in
 // its own PID namespace (a sidecar names its pod's pids).
 absl::StatusOr<uint32_t> GlobalPid(uint32_t caller_pid, uint32_t pid);

@@ -97,7 +97,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   std::unique_ptr<Session> session(new Session(std::move(options), std::move(log)));
   Session* self = session.get();
   const SessionOptions& o = session->options_;
-  absl::StatusOr<Targets> targets = Targets::Resolve(o.pids, o.caller_pid, o.caller_uid);
+  absl::StatusOr<Targets> targets =
+      Targets::Resolve(o.pids, o.caller_pid, o.caller_uid, o.sources.follow_children);
   if (!targets.ok()) return targets.status();
 
   const std::vector<uint32_t> tgids = targets->pids();
@@ -118,8 +119,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
       BpfRecordSource::Start(o.sources, tgids, handler, session->plan_);
   if (!source.ok()) return source.status();
   session->source_ = *std::move(source);
+  // Tracing starts now: a duration counts from here, not from the loading before.
+  session->start_ns_ = MonotonicNow();
   std::vector<std::string>& warnings = session->stats_.warnings;
-  warnings = session->plan_.warnings;
+  warnings = targets->notes();
+  warnings.insert(warnings.end(), session->plan_.warnings.begin(), session->plan_.warnings.end());
   warnings.insert(warnings.end(), session->source_->warnings().begin(),
                   session->source_->warnings().end());
   for (const std::string& entry : session->plan_.slow_entries) {
@@ -148,7 +152,6 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   if (!pipeline.ok()) return pipeline.status();
   session->pipeline_ = *std::move(pipeline);
 
-  session->start_ns_ = MonotonicNow();
   session->stats_.id = o.writer.session_id;
   session->stats_.directory = o.writer.directory;
   session->stats_.running = true;

@@ -7,8 +7,9 @@
 namespace loupe::session {
 
 absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint32_t caller_pid,
-                                         uint32_t caller_uid) {
+                                         uint32_t caller_uid, bool descendants) {
   std::map<uint32_t, ProcessIdentity> processes;
+  std::vector<std::string> notes;
   for (uint32_t named : pids) {
     uint32_t pid = named;
     if (caller_pid != 0) {
@@ -29,8 +30,22 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
           named, process->uid, caller_uid));
     }
     processes[pid] = *std::move(process);
+    if (!descendants) continue;
+    for (uint32_t child : Descendants(pid)) {
+      absl::StatusOr<ProcessIdentity> descendant = ReadProcess(child);
+      if (!descendant.ok()) continue;  // exited meanwhile
+      if (caller_uid != 0 && descendant->uid != caller_uid) {
+        notes.push_back(fmt::format(
+            "descendant {} ({}) of pid {} belongs to uid {}: not traced for uid {}", child,
+            descendant->name, named, descendant->uid, caller_uid));
+        continue;
+      }
+      processes[child] = *std::move(descendant);
+    }
   }
-  return Targets(std::move(processes));
+  Targets targets(std::move(processes));
+  targets.notes_ = std::move(notes);
+  return targets;
 }
 
 void Targets::Refresh() {
@@ -51,19 +66,27 @@ std::vector<uint32_t> Targets::pids() const {
   return out;
 }
 
+std::vector<format::Record> Describe(const ProcessIdentity& process, uint64_t time_ns) {
+  std::vector<format::Record> records;
+  records.push_back({.time_ns = time_ns,
+                     .tid = process.pid,
+                     .payload = format::ProcessInfo{.ppid = process.ppid,
+                                                    .ns_pid = process.ns_pid,
+                                                    .uid = process.uid,
+                                                    .start_time = process.start_time,
+                                                    .name = process.name,
+                                                    .exe = process.exe}});
+  for (const auto& [tid, thread] : process.threads) {
+    records.push_back({.time_ns = time_ns,
+                       .tid = tid,
+                       .payload = format::ThreadInfo{process.pid, thread.ns_tid, thread.name}});
+  }
+  return records;
+}
+
 void Targets::WritePreamble(format::SegmentWriter& writer) const {
   for (const auto& [pid, process] : processes_) {
-    writer.AppendPreamble({.tid = pid,
-                           .payload = format::ProcessInfo{.ppid = process.ppid,
-                                                          .ns_pid = process.ns_pid,
-                                                          .uid = process.uid,
-                                                          .start_time = process.start_time,
-                                                          .name = process.name,
-                                                          .exe = process.exe}});
-    for (const auto& [tid, thread] : process.threads) {
-      writer.AppendPreamble(
-          {.tid = tid, .payload = format::ThreadInfo{pid, thread.ns_tid, thread.name}});
-    }
+    for (const format::Record& record : Describe(process, 0)) writer.AppendPreamble(record);
   }
 }
 
@@ -87,13 +110,21 @@ void Targets::OnFork(const OwnedEvent& event, const format::ProcessFork& fork) {
   if (!follow_children_ || !contains(parent_tgid) || contains(fork.child_pid)) return;
   // A child BPF follows too (it may be gone from BPF's map by now).
   if (address_space_changed_) address_space_changed_(fork.child_pid, event.record.time_ns);
-  if (absl::StatusOr<ProcessIdentity> child = ReadProcess(fork.child_pid); child.ok()) {
-    processes_[fork.child_pid] = *std::move(child);
-    return;
+  absl::StatusOr<ProcessIdentity> child = ReadProcess(fork.child_pid);
+  if (!child.ok()) {
+    // Gone already: what the parent was is the best description of it.
+    const ProcessIdentity& parent = processes_.at(parent_tgid);
+    child = ProcessIdentity{.pid = fork.child_pid,
+                            .ns_pid = fork.child_pid,
+                            .ppid = parent_tgid,
+                            .uid = parent.uid,
+                            .name = parent.name,
+                            .exe = parent.exe};
+    child->threads[fork.child_tid] = {
+        .tid = fork.child_tid, .ns_tid = fork.child_tid, .name = parent.name};
   }
-  ProcessIdentity known{.pid = fork.child_pid, .ns_pid = fork.child_pid, .ppid = parent_tgid};
-  known.threads[fork.child_tid] = {.tid = fork.child_tid, .ns_tid = fork.child_tid};
-  processes_[fork.child_pid] = std::move(known);
+  const ProcessIdentity& added = processes_[fork.child_pid] = *std::move(child);
+  if (added_) added_(added, event.record.time_ns);
 }
 
 void Targets::Track(OwnedEvent& event) {
@@ -118,8 +149,10 @@ void Targets::Track(OwnedEvent& event) {
             thread.ns_tid = known.ns_tid != 0 ? known.ns_tid : record.tid;
           },
           [&](const format::ProcessExec& exec) {
+            if (!contains(exec.pid)) return;
             if (absl::StatusOr<ProcessIdentity> fresh = ReadProcess(exec.pid); fresh.ok()) {
-              processes_[exec.pid] = *std::move(fresh);
+              const ProcessIdentity& now = processes_[exec.pid] = *std::move(fresh);
+              if (added_) added_(now, record.time_ns);  // a new name and program
             }
             if (address_space_changed_) address_space_changed_(exec.pid, record.time_ns);
           },

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,6 +18,9 @@
 
 namespace loupe::session {
 
+// A process and its threads as trace records at `time_ns`.
+std::vector<format::Record> Describe(const ProcessIdentity& process, uint64_t time_ns);
+
 class Targets {
  public:
   // Told when a target gets a new address space (a followed child, an exec),
@@ -25,10 +29,16 @@ class Targets {
   // Told when a target process has exited (for the log).
   using Exited = std::function<void(const ProcessIdentity& process, int32_t exit_code)>;
 
+  // Told when a process becomes a target after the session started (a
+  // followed child), so the trace describes it where it appears.
+  using Added = std::function<void(const ProcessIdentity& process, uint64_t time_ns)>;
+
   // `caller_pid` names the PID namespace of `pids` (0: ours); a caller that
-  // is not root (`caller_uid`) may name only its own processes.
+  // is not root (`caller_uid`) may name only its own processes. With
+  // `descendants`, the living children of each (and theirs) are targets too;
+  // those a caller that is not root does not own are left out, with a note.
   static absl::StatusOr<Targets> Resolve(const std::vector<uint32_t>& pids, uint32_t caller_pid,
-                                         uint32_t caller_uid);
+                                         uint32_t caller_uid, bool descendants);
   // Known identities, as a replayed trace has them.
   explicit Targets(std::map<uint32_t, ProcessIdentity> processes = {})
       : processes_(std::move(processes)) {}
@@ -45,10 +55,13 @@ class Targets {
     address_space_changed_ = std::move(callback);
   }
   void set_exited(Exited callback) { exited_ = std::move(callback); }
+  void set_added(Added callback) { added_ = std::move(callback); }
 
   bool contains(uint32_t tgid) const { return processes_.contains(tgid); }
   bool empty() const { return processes_.empty(); }
   std::vector<uint32_t> pids() const;
+  // What Resolve left out, for the session's warnings.
+  const std::vector<std::string>& notes() const { return notes_; }
 
  private:
   void OnFork(const OwnedEvent& event, const format::ProcessFork& fork);
@@ -57,6 +70,8 @@ class Targets {
   bool follow_children_ = false;
   AddressSpaceChanged address_space_changed_;
   Exited exited_;
+  Added added_;
+  std::vector<std::string> notes_;
 };
 
 }  // namespace loupe::session

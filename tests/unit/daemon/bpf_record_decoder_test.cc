@@ -49,6 +49,23 @@ TEST(BpfRecordDecoderTest, SwitchWithStacks) {
   EXPECT_EQ(event->next_tgid, 20u);
 }
 
+TEST(BpfRecordDecoderTest, ExitCodesAreWhatExitWasGivenOrMinusTheSignal) {
+  auto decoded = [](int32_t wait_status) {
+    loupe_thread_exit r{};
+    r.hdr = {LOUPE_REC_THREAD_EXIT, sizeof r, 0, 100};
+    r.tid = r.tgid = 7;
+    r.exit_code = wait_status;
+    r.group_dead = 1;
+    std::optional<OwnedEvent> event = DecodeBpfRecord(Bytes(r));
+    return event ? std::get<format::ThreadExit>(event->record.payload).exit_code : INT64_MIN;
+  };
+  EXPECT_EQ(decoded(0), 0);
+  EXPECT_EQ(decoded(1 << 8), 1);      // exit(1)
+  EXPECT_EQ(decoded(255 << 8), 255);  // exit(-1)
+  EXPECT_EQ(decoded(9), -9);          // SIGKILL
+  EXPECT_EQ(decoded(11 | 0x80), -11);  // SIGSEGV with a core dump
+}
+
 TEST(BpfRecordDecoderTest, MalformedRecordsAreRefused) {
   EXPECT_FALSE(DecodeBpfRecord({}));
   const loupe_sched_switch record = Switch(2, 3);
