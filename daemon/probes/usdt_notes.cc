@@ -129,17 +129,31 @@ absl::StatusOr<UsdtArg> ParseOne(std::string_view token) {
   if (reg == nullptr || reg->width != 8) return bad("base register must be a 64-bit register");
   const std::string_view displacement = operand.substr(0, open);
   if (reg->name == "rip") {
+    // SYMBOL, SYMBOL+N, SYMBOL-N or N+SYMBOL (GCC writes the offset first
+    // for a member of a static struct: "40+CheckpointStats").
     arg.kind = UsdtArgKind::kRipRelative;
-    size_t split = displacement.find_first_of("+-", 1);
-    std::string_view symbol = displacement.substr(0, split);
-    if (!symbol.empty() && (std::isdigit(static_cast<unsigned char>(symbol[0])) != 0 ||
-                            symbol[0] == '-')) {
-      // A plain number: relative to the next instruction, which we cannot know.
-      return bad("RIP-relative operands need a symbol");
+    auto starts_number = [](std::string_view text) {
+      return !text.empty() &&
+             (std::isdigit(static_cast<unsigned char>(text[0])) != 0 || text[0] == '-');
+    };
+    std::string_view symbol = displacement;
+    std::string_view offset;
+    if (starts_number(displacement)) {
+      const size_t plus = displacement.find('+', 1);
+      if (plus == std::string_view::npos || starts_number(displacement.substr(plus + 1))) {
+        // A plain number: relative to the next instruction, which we cannot know.
+        return bad("RIP-relative operands need a symbol");
+      }
+      offset = displacement.substr(0, plus);
+      symbol = displacement.substr(plus + 1);
+    } else if (const size_t split = displacement.find_first_of("+-", 1);
+               split != std::string_view::npos) {
+      offset = displacement.substr(split);
+      symbol = displacement.substr(0, split);
     }
     if (symbol.empty()) return bad("RIP-relative operands need a symbol");
     arg.symbol = std::string(symbol);
-    if (split != std::string_view::npos && !ParseInt(displacement.substr(split), &arg.value)) {
+    if (!offset.empty() && !ParseInt(offset, &arg.value)) {
       return bad("symbol offset is not a number");
     }
     return arg;

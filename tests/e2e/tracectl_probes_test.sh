@@ -72,13 +72,13 @@ until [ -S "$sock" ]; do sleep 0.05; done
 tracer=$!
 until grep -q "probe site" "$work/daemon.err"; do sleep 0.05; done
 grep -q "louped is tracing" "$work/daemon.err" || fail "not through louped: $(cat "$work/daemon.err")"
-grep -q "6 probe site(s) attached" "$work/daemon.err" || fail "$(cat "$work/daemon.err")"
+grep -q "7 probe site(s) attached" "$work/daemon.err" || fail "$(cat "$work/daemon.err")"
 grep -q "warning: --usdt 'nosuch:x': no probe matches" "$work/daemon.err" \
   || fail "louped's probe warning did not reach tracectl: $(cat "$work/daemon.err")"
 echo go >&"$forms_fd"
 wait "$tracer" || fail "attach through louped: $(cat "$work/daemon.err")"
 "$tracectl" verify "$work/traces" > "$work/daemon.verify" || fail "$(cat "$work/daemon.verify")"
-grep -q "usdt=15" "$work/daemon.verify" || fail "expected 15 USDT events: $(cat "$work/daemon.verify")"
+grep -q "usdt=18" "$work/daemon.verify" || fail "expected 18 USDT events: $(cat "$work/daemon.verify")"
 
 # Bad specs: refused before anything starts, naming what is wrong.
 for bad in "--usdt=nocolon" "--uprobe=libc:malloc(9)" "--content-policy=everything"; do

@@ -195,7 +195,7 @@ TEST_P(UsdtFormsTest, EveryArgumentFormDecodes) {
   std::unique_ptr<Session> session = StartOrDie(std::move(options));
   ASSERT_NE(session, nullptr);
   EXPECT_TRUE(session->stats().warnings.empty()) << session->stats().warnings.front();
-  EXPECT_EQ(session->stats().probe_sites, 6u);  // twice has two sites
+  EXPECT_EQ(session->stats().probe_sites, 7u);  // twice has two sites
   program.WriteLine("go");
   const auto expected = ReadExpectations(program);
   ASSERT_TRUE(session->Stop().ok());
@@ -205,7 +205,7 @@ TEST_P(UsdtFormsTest, EveryArgumentFormDecodes) {
   std::map<std::string, std::vector<std::vector<int64_t>>> seen;
   for (const testing::ProbeEvent& event : trace.usdt) seen[event.probe].push_back(event.args);
   EXPECT_EQ(seen, expected);
-  EXPECT_EQ(expected.size(), 5u);
+  EXPECT_EQ(expected.size(), 6u);
 }
 
 // usdt_forms: a PIE with the probes; usdt_forms_lib: the probes in a
@@ -221,9 +221,10 @@ TEST(UsdtTest, NotesOfThePieCoverEveryOperandForm) {
   std::string all;
   for (const probes::UsdtNote& note : *notes) all += note.args + " ";
   // A char in an 8-bit register, 16- and 32-bit registers, memory below and
-  // above a base register, a constant, a global by RIP-relative address.
+  // above a base register, a constant, a global by RIP-relative address,
+  // a static struct's member with the offset before the symbol.
   for (const char* form : {"-1@%dil", "-2@%si", "-4@%edx", "-8@%rcx", "-4@-4(%rbp)", "-4@8(%rdi)",
-                           "-4@$42", "forms_global(%rip)"}) {
+                           "-4@$42", "forms_global(%rip)", "-4@16+forms_stats(%rip)"}) {
     EXPECT_NE(all.find(form), std::string::npos) << form << " not in: " << all;
   }
 }

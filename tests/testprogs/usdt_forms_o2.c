@@ -1,6 +1,7 @@
 /* Optimised: narrow registers (a char gives an 8-bit one), a struct field
  * through a pointer (memory at a positive offset), a global variable
- * (RIP-relative), and one probe at two sites. */
+ * (RIP-relative), a member of a static struct (RIP-relative with the offset
+ * before the symbol: "-4@16+forms_stats(%rip)"), and one probe at two sites. */
 #define _SDT_HAS_SEMAPHORES 1
 #include <stdint.h>
 #include <stdio.h>
@@ -13,8 +14,15 @@ FORMS_SEMAPHORE(regs);
 FORMS_SEMAPHORE(field);
 FORMS_SEMAPHORE(global);
 FORMS_SEMAPHORE(twice);
+FORMS_SEMAPHORE(member);
 
 int forms_global = 0;
+
+static struct {
+	long first;
+	long second;
+	int third;
+} forms_stats;
 
 struct pair {
 	long first;
@@ -39,6 +47,12 @@ __attribute__((noinline)) static void fire_global(void)
 	printf("expect forms:global %d\n", forms_global);
 }
 
+__attribute__((noinline)) static void fire_member(void)
+{
+	DTRACE_PROBE1(forms, member, forms_stats.third);
+	printf("expect forms:member %d\n", forms_stats.third);
+}
+
 __attribute__((noinline)) static void twice(int value, int site)
 {
 	if (site == 0) {
@@ -59,6 +73,8 @@ void usdt_forms_run(int seed, int rounds)
 		fire_field(&p);
 		forms_global = 11 * v;
 		fire_global();
+		forms_stats.third = -13 * v;
+		fire_member();
 		twice(v, r % 2);
 		usdt_forms_stack(v);
 	}

@@ -15,7 +15,7 @@ TEST(ElfFileTest, NotesSymbolsAndOffsetsOfAPie) {
   ASSERT_TRUE(file.ok()) << file.status();
   auto notes = (*file)->UsdtNotes();
   ASSERT_TRUE(notes.ok()) << notes.status();
-  EXPECT_EQ(notes->size(), 6u);
+  EXPECT_EQ(notes->size(), 7u);
   for (const UsdtNote& note : *notes) {
     EXPECT_EQ(note.provider, "forms");
     auto offset = (*file)->FileOffset(note.pc);

@@ -113,6 +113,25 @@ TEST(UsdtArgsTest, EveryOperandForm) {
   EXPECT_TRUE(ParseUsdtArgs("")->empty());
 }
 
+// GCC puts the offset first for a member of a static struct (PostgreSQL's
+// checkpoint__done: "-4@40+CheckpointStats(%rip)").
+TEST(UsdtArgsTest, RipRelativeOffsetBeforeTheSymbol) {
+  auto args = ParseUsdtArgs("-4@40+CheckpointStats(%rip) 8@0x10+table(%rip) 8@x-8(%rip)");
+  ASSERT_TRUE(args.ok()) << args.status();
+  ASSERT_EQ(args->size(), 3u);
+  EXPECT_EQ((*args)[0].kind, UsdtArgKind::kRipRelative);
+  EXPECT_EQ((*args)[0].symbol, "CheckpointStats");
+  EXPECT_EQ((*args)[0].value, 40);
+  EXPECT_EQ((*args)[0].size, 4);
+  EXPECT_TRUE((*args)[0].is_signed);
+  EXPECT_EQ((*args)[1].symbol, "table");
+  EXPECT_EQ((*args)[1].value, 16);
+  EXPECT_EQ((*args)[2].symbol, "x");
+  EXPECT_EQ((*args)[2].value, -8);
+  EXPECT_NE(ParseUsdtArgs("8@40+8(%rip)").status().ToString().find("need a symbol"),
+            std::string::npos);
+}
+
 TEST(UsdtArgsTest, UnsupportedFormsAreErrorsNamingTheArgument) {
   for (const auto& [text, why] : {
            std::pair{"8@(%rax,%rbx,8)", "indexed"},
