@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,17 @@ absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
   return absl::OkStatus();
 }
 
+// W_OK|X_OK for the thread's file credentials (AT_EACCESS: the fsuid, not
+// the real uid access() checks). Kernels before 5.8 lack faccessat2; then
+// creating the first segment is the check.
+absl::Status CheckWritable(const std::string& directory) {
+  if (syscall(SYS_faccessat2, AT_FDCWD, directory.c_str(), W_OK | X_OK, AT_EACCESS) != 0 &&
+      errno != ENOSYS) {
+    return ErrnoStatus("write to directory", directory);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SyncDirectory(const std::string& directory) {
   ScopedFd fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid() || ::fsync(fd.get()) != 0) return ErrnoStatus("fsync", directory);
@@ -94,6 +106,10 @@ absl::Status ValidateWriterOptions(const WriterOptions& o) {
   }
   if (o.block_flush_period_ns < kMs || o.block_flush_period_ns > 60'000 * kMs) {
     return OutOfRange("block_flush_period_ns", o.block_flush_period_ns, "1 ms .. 60 s");
+  }
+  if ((o.file_mode & ~0666u) != 0 || (o.file_mode & 0600) != 0600) {
+    return absl::InvalidArgumentError(fmt::format(
+        "file_mode = {:o} is out of range: read-write for the owner, at most 0666", o.file_mode));
   }
   return absl::OkStatus();
 }
@@ -144,66 +160,65 @@ absl::StatusOr<std::unique_ptr<SegmentWriter>> SegmentWriter::Create(WriterOptio
                                                                      PreambleHook preamble,
                                                                      SymbolHook symbols) {
   if (absl::Status status = ValidateWriterOptions(options); !status.ok()) return status;
-  std::error_code error;
-  fs::create_directories(options.directory, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        fmt::format("create directory {}: {}", options.directory, error.message()));
-  }
   absl::StatusOr<FrameCompressor> compressor = FrameCompressor::Create(options.zstd_level);
   if (!compressor.ok()) return compressor.status();
+  if (options.writer_id.empty()) options.writer_id = fmt::format("embedded uid {}", geteuid());
   header.set_session_id(options.session_id);
+  header.set_writer_id(options.writer_id);
   std::unique_ptr<SegmentWriter> writer(new SegmentWriter(
       std::move(options), std::move(header), std::move(preamble), std::move(symbols),
       *std::move(compressor)));
-  if (absl::Status status = writer->ScanExisting(); !status.ok()) return status;
+  if (absl::Status status = writer->OpenDirectory(); !status.ok()) return status;
   return writer;
 }
 
-// Sealed segments already in the folder count against its budget, and this
-// session's numbering continues after any of its earlier files.
-absl::Status SegmentWriter::ScanExisting() {
-  struct Found {
-    fs::file_time_type mtime;
-    std::string path;
-    uint64_t size;
-  };
-  std::vector<Found> found;
-  std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(options_.directory, error)) {
-    const std::string name = entry.path().filename().string();
-    if (std::optional<SegmentFileName> parsed = ParseSegmentFileName(name);
-        parsed && parsed->session == options_.session_id) {
-      sequence_ = std::max(sequence_, parsed->sequence + 1);
+// As the caller: the folder is created if missing and must be writable, so
+// a session the caller could not write itself fails at attach, not at its
+// first event. Then the folder's budget is joined (its segments already
+// there count against it) and this session's numbering continues after any
+// of its earlier files.
+absl::Status SegmentWriter::OpenDirectory() {
+  {
+    ScopedFsCredentials as_caller;
+    if (absl::Status status = as_caller.Take(options_.credentials); !status.ok()) return status;
+    std::error_code error;
+    fs::create_directories(options_.directory, error);
+    if (error) {
+      return absl::PermissionDeniedError(
+          fmt::format("create directory {}: {}", options_.directory, error.message()));
     }
-    std::error_code stat_error;
-    if (name.ends_with(kSealedSuffix) && entry.is_regular_file(stat_error)) {
-      found.push_back(
-          {entry.last_write_time(stat_error), entry.path().string(), entry.file_size(stat_error)});
+    char resolved[PATH_MAX];
+    if (realpath(options_.directory.c_str(), resolved) == nullptr) {
+      return ErrnoStatus("resolve directory", options_.directory);
     }
+    directory_ = resolved;
+    if (absl::Status status = CheckWritable(directory_); !status.ok()) return status;
+    for (const fs::directory_entry& entry : fs::directory_iterator(directory_, error)) {
+      const std::string name = entry.path().filename().string();  // outlives `parsed`
+      if (std::optional<SegmentFileName> parsed = ParseSegmentFileName(name);
+          parsed && parsed->session == options_.session_id) {
+        sequence_ = std::max(sequence_, parsed->sequence + 1);
+      }
+    }
+    if (error) return absl::NotFoundError(fmt::format("list {}: {}", directory_, error.message()));
   }
-  if (error)
-    return absl::NotFoundError(fmt::format("list {}: {}", options_.directory, error.message()));
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
-    return std::tie(a.mtime, a.path) < std::tie(b.mtime, b.path);
-  });
-  for (Found& f : found) {
-    sealed_bytes_ += f.size;
-    sealed_.push_back({std::move(f.path), f.size, {}, /*tallied=*/false});
+  const WriterIdentity identity{header_template_.host(), options_.writer_id};
+  budget_ = options_.budgets ? options_.budgets->For(directory_, identity)
+                             : std::make_shared<DirectoryBudget>(directory_, identity);
+  if (absl::Status status =
+          budget_->Join(options_.session_id, options_.max_file_size, options_.credentials);
+      !status.ok()) {
+    budget_->Leave(options_.session_id);
+    return status;
   }
-  EnforceBudget(options_.max_file_size);
+  joined_ = true;
+  EnforceBudget(/*final=*/false);
   return absl::OkStatus();
 }
 
 std::string SegmentWriter::SegmentPath(uint64_t sequence, bool active) const {
-  return fmt::format("{}/{}-{:06}{}", options_.directory, options_.session_id, sequence,
+  return fmt::format("{}/{}-{:06}{}", directory_, options_.session_id, sequence,
                      active ? kActiveSuffix : kSealedSuffix);
-}
-
-std::vector<std::string> SegmentWriter::sealed_paths() const {
-  std::vector<std::string> paths;
-  for (const SealedSegment& s : sealed_) paths.push_back(s.path);
-  return paths;
 }
 
 void SegmentWriter::CountLoss(LossSource source, LossReason reason, uint64_t count) {
@@ -213,8 +228,17 @@ void SegmentWriter::CountLoss(LossSource source, LossReason reason, uint64_t cou
 
 absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
   const std::string path = SegmentPath(sequence_, /*active=*/true);
-  ScopedFd fd(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0640));
-  if (!fd.valid()) return ErrnoStatus("create segment", path);
+  ScopedFd fd;
+  {
+    ScopedFsCredentials as_caller;  // the caller's file, checked with its rights
+    if (absl::Status status = as_caller.Take(options_.credentials); !status.ok()) return status;
+    fd.Reset(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
+                    options_.file_mode));
+    if (!fd.valid()) return ErrnoStatus("create segment", path);
+  }
+  // Evictions of this session's segments by other writers since the last
+  // segment are reported in this one.
+  if (joined_) RecordEvictions(budget_->TakeEvictions(options_.session_id));
 
   v1::SegmentHeader header = header_template_;
   header.set_format_version(kFormatVersion);
@@ -283,6 +307,10 @@ void SegmentWriter::Account(const Record& record, bool preamble) {
 }
 
 absl::Status SegmentWriter::Append(const Record& record) {
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        fmt::format("session {}: its writer is closed", options_.session_id));
+  }
   absl::Status status;
   if (fd_.valid() && options_.rotation_period_ns != 0 && record.time_ns > segment_start_ns_ &&
       record.time_ns - segment_start_ns_ >= options_.rotation_period_ns) {
@@ -418,49 +446,74 @@ absl::Status SegmentWriter::Seal(bool final) {
   const std::string active = SegmentPath(sequence_, /*active=*/true);
   const std::string sealed = SegmentPath(sequence_, /*active=*/false);
   if (::fsync(fd_.get()) != 0) status.Update(ErrnoStatus("fsync", active));
+  struct stat st;
+  const uid_t owner = fstat(fd_.get(), &st) == 0 ? st.st_uid : geteuid();
   fd_.Reset();
-  if (::rename(active.c_str(), sealed.c_str()) != 0) {
-    status.Update(ErrnoStatus("rename", active));
-  } else {
-    status.Update(SyncDirectory(options_.directory));
-    sealed_.push_back({sealed, file_size_, segment_tally_, /*tallied=*/true});
-    sealed_bytes_ += file_size_;
-  }
+  unrenamed_.push_back({sealed, file_size_, owner, segment_tally_});
+  status.Update(RetryRenames());
   ++stats_.segments_sealed;
   ++sequence_;
-  EnforceBudget(final ? 0 : options_.max_file_size);
+  EnforceBudget(final);
   return status;
 }
 
-// Keeps sealed segments plus `headroom` (room for the next active file)
-// within max_total_size, evicting the oldest first.
-void SegmentWriter::EnforceBudget(uint64_t headroom) {
-  while (!sealed_.empty() && sealed_bytes_ + headroom > options_.max_total_size) {
-    SealedSegment oldest = std::move(sealed_.front());
-    sealed_.pop_front();
-    sealed_bytes_ -= oldest.size;
-    // A copy of what was shipped: evicting it loses nothing.
-    if (options_.shipped && options_.shipped(oldest.path)) {
-      ::unlink(oldest.path.c_str());
-      continue;
-    }
-    // Written by an earlier run: read it to know what evicting it loses.
-    if (!oldest.tallied) oldest.tally = TallySegment(oldest.path);
-    // ENOENT: the shipper deleted it once a collector had it; nothing is lost.
-    if (::unlink(oldest.path.c_str()) != 0) continue;
+// Keeps the folder within max_total_size (the budget evicts the oldest
+// first); `final`: this writer will open no more files, so holds no room.
+void SegmentWriter::EnforceBudget(bool final) {
+  if (final) budget_->Reserve(options_.session_id, 0);
+  RecordEvictions(budget_->Enforce(options_.session_id, options_.max_total_size,
+                                   options_.credentials, options_.shipped));
+}
+
+void SegmentWriter::RecordEvictions(std::vector<Eviction> evictions) {
+  for (Eviction& eviction : evictions) {
     pending_losses_[{LossSource::kWriter, LossReason::kSegmentEvicted}] +=
-        oldest.tally.records + oldest.tally.evicted_reported;
-    pending_evicted_.push_back(fs::path(oldest.path).filename().string());
+        eviction.tally.records + eviction.tally.evicted_reported;
+    pending_evicted_.push_back(std::move(eviction.name));
     if (pending_evicted_.size() > kMaxEvictedNames) {
       pending_evicted_.erase(pending_evicted_.begin());
     }
     ++stats_.segments_evicted;
-    stats_.events_lost += oldest.tally.records;
+    stats_.events_lost += eviction.tally.records;
   }
 }
 
+// Renames complete segments to their sealed names, as the caller; the first
+// error is returned (the segment stays .active, reading as incomplete,
+// until a later try succeeds).
+absl::Status SegmentWriter::RetryRenames() {
+  absl::Status status;
+  if (unrenamed_.empty()) return status;
+  ScopedFsCredentials as_caller;
+  if (absl::Status taken = as_caller.Take(options_.credentials); !taken.ok()) return taken;
+  for (auto it = unrenamed_.begin(); it != unrenamed_.end();) {
+    const std::string active = it->path + std::string(kActiveSuffix.substr(kSealedSuffix.size()));
+    if (::rename(active.c_str(), it->path.c_str()) != 0) {
+      status.Update(ErrnoStatus("rename", active));
+      ++it;
+      continue;
+    }
+    status.Update(SyncDirectory(directory_));
+    budget_->AddSealed(options_.session_id, it->path, it->size, it->owner, it->tally);
+    it = unrenamed_.erase(it);
+  }
+  return status;
+}
+
 absl::Status SegmentWriter::Close() {
+  if (closed_) {
+    RetryRenames().IgnoreError();  // touches no hook
+    return absl::OkStatus();
+  }
+  closed_ = true;
   absl::Status status = Seal(/*final=*/true);
+  RetryRenames().IgnoreError();  // the directory may take renames again by now
+  // Done writing here: later evictions of this session's segments are
+  // reported by whoever evicts them; those until now are reported below.
+  if (joined_) {
+    joined_ = false;
+    RecordEvictions(budget_->Leave(options_.session_id));
+  }
   // Evictions since the last segment still have to reach the trace.
   if (!pending_losses_.empty()) {
     const uint64_t now = std::max(last_time_ns_, ReadClock(CLOCK_MONOTONIC));

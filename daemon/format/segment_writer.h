@@ -6,22 +6,30 @@
 // sealed segments, and everything that is lost on the way — evictions,
 // failed writes, cut stacks and strings — is counted and reported in the
 // trace itself. No file is created until there is something to put in it.
+//
+// A writer acting for a caller works with the caller's rights: the folder is
+// checked, listed and created, and segments are created, renamed and
+// evicted, with the caller's file credentials, so the files belong to the
+// caller. The budget is the folder's (directory_budget.h), shared with every
+// other writer of the same louped there.
 #ifndef LOUPE_DAEMON_FORMAT_SEGMENT_WRITER_H_
 #define LOUPE_DAEMON_FORMAT_SEGMENT_WRITER_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/base/credentials.h"
 #include "daemon/base/scoped_fd.h"
 #include "daemon/format/block_encoder.h"
+#include "daemon/format/directory_budget.h"
 #include "daemon/format/frame_codec.h"
 #include "daemon/format/record.h"
 #include "daemon/format/segment_reader.h"
@@ -34,13 +42,28 @@ struct WriterOptions {
   std::string session_id;  // [A-Za-z0-9_.-]+, names the files
   uint64_t max_file_size = 64ull << 20;
   uint64_t rotation_period_ns = 60'000'000'000;  // 0: rotate by size only
-  uint64_t max_total_size = 1ull << 30;          // all sealed segments + the active one
+  // The folder's: all sealed segments of this writer identity there, plus
+  // room for every writer's active file.
+  uint64_t max_total_size = 1ull << 30;
   int zstd_level = 3;
   size_t block_bytes = 1 << 20;                    // raw column bytes per block
   uint64_t block_flush_period_ns = 1'000'000'000;  // bounds what a crash can lose
   // Asked of a sealed segment about to be evicted: true when a collector
   // holds it (a copy kept after shipping), so evicting it loses nothing.
   std::function<bool(const std::string& path)> shipped;
+
+  // Whose rights every file operation uses; unset or root: louped's own.
+  std::optional<Credentials> credentials;
+  // Mode of segment files (the umask applies): 0640 lets the owner's group
+  // read them, 0600 only the owner.
+  uint32_t file_mode = 0640;
+  // Names this writer in every segment header: a folder's budget evicts
+  // only segments of its own identity (host and writer_id). Empty: the
+  // embedded writer of this uid ("embedded uid N").
+  std::string writer_id;
+  // Where the budget of each folder is kept, shared by all writers of one
+  // louped; unset: the writer keeps a budget of its own for its folder.
+  std::shared_ptr<DirectoryBudgets> budgets;
 };
 
 // Checks each option; the message names the key and its allowed range.
@@ -85,19 +108,17 @@ class SegmentWriter {
   // CLOCK_MONOTONIC, the clock of record times.
   absl::Status Tick(uint64_t now_ns);
   // Seals the open segment (if it holds anything) and reports pending losses.
+  // Final: later calls (and the destructor) only retry renames the
+  // directory refused, never the hooks, whose owner may be half destroyed.
   absl::Status Close();
 
   const WriterStats& stats() const { return stats_; }
-  // Sealed segment paths, oldest first, as this writer knows them.
-  std::vector<std::string> sealed_paths() const;
+  // The folder as the writer resolved it (symlinks followed).
+  const std::string& directory() const { return directory_; }
+  // This session's sealed segments still in the folder, oldest first.
+  std::vector<std::string> sealed_paths() const { return budget_->SegmentsOf(options_.session_id); }
 
  private:
-  struct SealedSegment {
-    std::string path;
-    uint64_t size = 0;
-    SegmentTally tally;  // unknown (nullopt) for files of an earlier run
-    bool tallied = false;
-  };
   struct LossKey {
     LossSource source;
     LossReason reason;
@@ -108,19 +129,26 @@ class SegmentWriter {
                 SymbolHook symbols, FrameCompressor compressor);
   absl::Status WriteSymbols();
   uint64_t TailReserve() const;
-  absl::Status ScanExisting();
+  absl::Status OpenDirectory();
   absl::Status OpenSegment(uint64_t first_time_ns);
   absl::Status FlushBlock();
   // `final`: no segment follows, so no room is kept for one.
   absl::Status Seal(bool final);
   absl::Status WriteFrame(const std::string& bytes);
+  // Renames segments sealed while their directory refused the rename.
+  absl::Status RetryRenames();
   void Account(const Record& record, bool preamble);
   void CountLoss(LossSource source, LossReason reason, uint64_t count);
-  void EnforceBudget(uint64_t headroom);
+  void EnforceBudget(bool final);
+  // Evictions (by this writer or another) to report in the next segment.
+  void RecordEvictions(std::vector<Eviction> evictions);
   v1::SegmentTrailer BuildTrailer() const;
   std::string SegmentPath(uint64_t sequence, bool active) const;
 
   WriterOptions options_;
+  std::string directory_;  // canonical
+  std::shared_ptr<DirectoryBudget> budget_;
+  bool joined_ = false;  // a member of budget_ until Close
   v1::SegmentHeader header_template_;
   PreambleHook preamble_;
   SymbolHook symbols_;
@@ -152,8 +180,16 @@ class SegmentWriter {
   std::map<LossKey, uint64_t> pending_losses_;
   std::vector<std::string> pending_evicted_;  // the most recent kMaxEvictedNames
 
-  std::deque<SealedSegment> sealed_;  // oldest first
-  uint64_t sealed_bytes_ = 0;
+  // Complete (trailer written) but still named .active: the rename failed.
+  // Given to the budget once renamed.
+  struct Unrenamed {
+    std::string path;  // the sealed name
+    uint64_t size = 0;
+    uid_t owner = 0;
+    SegmentTally tally;
+  };
+  std::vector<Unrenamed> unrenamed_;
+  bool closed_ = false;
   WriterStats stats_;
 };
 

@@ -1,0 +1,151 @@
+// One disk budget per output directory, shared by every writer writing
+// there.
+//
+// max_total_size bounds what one louped keeps in a directory, however many
+// sessions write into it: the sealed segments there plus the room each
+// writer holds for its open file. When over, the oldest segment goes first,
+// whichever session wrote it — but only a segment this louped wrote: named
+// like a segment, a regular file, and with this writer identity (host and
+// writer_id) in its header. Non-trace files, other daemons' traces and
+// segments of earlier formats are never counted nor touched. A writer acting
+// for a caller that is not root evicts only the caller's own files, and
+// every file operation runs with the caller's credentials.
+//
+// Every eviction reaches a trace: a live session whose segment was evicted
+// by another writer finds it in its mailbox (TakeEvictions) and reports it
+// in its next segment; an eviction of a segment whose session is no longer
+// writing (ended, or an earlier run) is reported by the writer that evicted
+// it, so the surviving segments of the directory account for every event.
+#ifndef LOUPE_DAEMON_FORMAT_DIRECTORY_BUDGET_H_
+#define LOUPE_DAEMON_FORMAT_DIRECTORY_BUDGET_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/base/credentials.h"
+#include "daemon/format/segment_reader.h"
+
+namespace loupe::format {
+
+// Who wrote a segment, from its header: a budget owns only its own.
+struct WriterIdentity {
+  std::string host;
+  std::string writer_id;
+  auto operator<=>(const WriterIdentity&) const = default;
+};
+
+// One evicted segment and what it lost.
+struct Eviction {
+  std::string name;    // file name, as a trailer lists it
+  SegmentTally tally;  // its records, and the evictions it was the one to report
+};
+
+class DirectoryBudget {
+ public:
+  // `directory` is canonical (no symlinks): one directory, one budget.
+  DirectoryBudget(std::string directory, WriterIdentity identity)
+      : directory_(std::move(directory)), identity_(std::move(identity)) {}
+  DirectoryBudget(const DirectoryBudget&) = delete;
+  DirectoryBudget& operator=(const DirectoryBudget&) = delete;
+
+  const std::string& directory() const { return directory_; }
+  const WriterIdentity& identity() const { return identity_; }
+
+  // The writer of `session` starts writing here, holding `reserve` bytes for
+  // its open file. The directory is read as `caller` for segments of this
+  // identity not known yet (a caller may not see all of them; the next one
+  // who can adds them).
+  absl::Status Join(const std::string& session, uint64_t reserve,
+                    const std::optional<Credentials>& caller);
+  // The writer of `session` is done writing. Returns evictions of its
+  // segments it has not taken yet; later ones are reported by their evictor.
+  std::vector<Eviction> Leave(const std::string& session);
+  // Room held for `session`'s open file (0 once it will write no more).
+  void Reserve(const std::string& session, uint64_t bytes);
+  // A segment `session` has just sealed, owned by uid `owner`.
+  void AddSealed(const std::string& session, const std::string& path, uint64_t size, uid_t owner,
+                 const SegmentTally& tally);
+  // Evictions of `session`'s segments done by other writers since last asked.
+  std::vector<Eviction> TakeEvictions(const std::string& session);
+
+  // Evicts the oldest segments `caller` may remove until the budget's
+  // segments plus every writer's reserved room fit `limit`. Returns the
+  // evictions `session` is to report: its own, and those of segments no
+  // live writer owns. A segment `shipped` says a collector holds is removed
+  // without loss. File operations run as `caller`.
+  std::vector<Eviction> Enforce(const std::string& session, uint64_t limit,
+                                const std::optional<Credentials>& caller,
+                                const std::function<bool(const std::string&)>& shipped);
+
+  // Bytes of known segments and reserved room (for tests and status).
+  uint64_t used_bytes() const;
+  // Paths of `session`'s segments the budget knows, oldest first.
+  std::vector<std::string> SegmentsOf(const std::string& session) const;
+
+ private:
+  struct Segment {
+    std::string session;
+    uint64_t size = 0;
+    uid_t owner = 0;
+    std::optional<SegmentTally> tally;  // unknown for files found on disk
+    int64_t order = 0;                  // mtime (ns) when found, seal time when added
+  };
+  struct Member {
+    uint64_t reserved = 0;
+    std::vector<Eviction> mailbox;
+  };
+
+  void AddLocked(const std::string& path, Segment segment);
+  uint64_t UsedLocked() const;
+
+  const std::string directory_;
+  const WriterIdentity identity_;
+  mutable std::mutex mutex_;                         // writers seal and evict on their own threads
+  std::map<std::string, Segment> segments_;          // by path
+  std::set<std::pair<int64_t, std::string>> order_;  // (order, path), oldest first
+  uint64_t sealed_bytes_ = 0;
+  std::map<std::string, Member> members_;  // by session id
+};
+
+// The budgets of one louped (or one embedded tracectl), one per canonical
+// directory and writer identity. Writers hold their budget; it lives as
+// long as some writer writes in its directory.
+class DirectoryBudgets {
+ public:
+  std::shared_ptr<DirectoryBudget> For(const std::string& canonical_directory,
+                                       const WriterIdentity& identity);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<std::string, WriterIdentity>, std::weak_ptr<DirectoryBudget>> budgets_;
+};
+
+// The identity in the header of the segment at `path`, if it is a regular
+// file (not followed through a symlink) that reads as a segment. `owner`
+// and `size` are filled from the same open file. Read with the thread's
+// current credentials.
+std::optional<WriterIdentity> ReadSegmentIdentity(const std::string& path, uid_t* owner = nullptr,
+                                                  uint64_t* size = nullptr,
+                                                  std::string* session = nullptr);
+
+// Creates a daemon's own output directory if it is missing, for every
+// caller to write into with its own rights: with `group` (the control
+// socket's), mode 01770 and that group, so members create files there as
+// themselves and the sticky bit keeps them from removing each other's.
+// Without a group only root may call, and the directory is made as usual.
+// An existing directory is the operator's and is left as it is.
+absl::Status PrepareSharedDirectory(const std::string& path, std::optional<gid_t> group);
+
+}  // namespace loupe::format
+
+#endif  // LOUPE_DAEMON_FORMAT_DIRECTORY_BUDGET_H_
