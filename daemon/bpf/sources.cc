@@ -231,7 +231,8 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   if (!plan.attachments.empty()) {
     // perf_event_open takes pids as louped's namespace numbers them; when
     // targets are known only by global pid, attach everywhere and filter.
-    const bool system_wide = options.follow_children || !PidsAreLocal();
+    // Never for a plan made per pid (a caller that is not root).
+    const bool system_wide = !plan.per_pid && (options.follow_children || !PidsAreLocal());
     absl::StatusOr<std::unique_ptr<ProbeLinks>> links =
         ProbeLinks::Attach(plan, system_wide,
                            SessionMapsOf(sources->objects_->sched->get()), &sources->warnings_);

@@ -350,9 +350,39 @@ absl::Status ParseProbeRequests(const std::vector<std::string>& usdt,
 
 ProbePlan PlanProbes(const std::vector<uint32_t>& pids, const ProbeRequests& requests, bool shim,
                      bool system_wide) {
-  Planner planner(requests, shim, system_wide);
+  const bool per_pid = requests.credentials && !requests.credentials->root();
+  ProbePlan refused;
+  refused.per_pid = per_pid;
+  if (per_pid && !PidsAreLocal()) {
+    // perf_event_open numbers pids in louped's namespace; with proc_root set
+    // the targets are known by host pid only, so they could be probed only
+    // in every process, which is not for a caller that is not root.
+    if (shim || !requests.usdt.empty() || !requests.uprobes.empty()) {
+      refused.warnings.push_back(
+          "uprobes, USDT and the shim's probes are off: for a caller that is not root they attach "
+          "per process, which this louped (proc_root set, pids not its own) cannot do");
+    }
+    return refused;
+  }
+  // Files are opened, and /proc read, as the caller (ELF files through
+  // /proc/PID/root, whose path the caller may not be allowed to walk).
+  ScopedFsCredentials as_caller;
+  if (absl::Status status = as_caller.Take(requests.credentials); !status.ok()) {
+    refused.warnings.push_back(
+        fmt::format("uprobes, USDT and the shim's probes are off: {}", MessageOf(status)));
+    return refused;
+  }
+  Planner planner(requests, shim, system_wide && !per_pid);
   for (uint32_t pid : pids) planner.AddProcess(pid);
-  return planner.Finish();
+  ProbePlan plan = planner.Finish();
+  plan.per_pid = per_pid;
+  if (per_pid && system_wide && !plan.attachments.empty()) {
+    plan.warnings.push_back(
+        "--follow-children: probes are attached per target process for a caller that is not "
+        "root; children started later get no uprobes, USDT or shim probes (their scheduling is "
+        "still traced)");
+  }
+  return plan;
 }
 
 }  // namespace loupe::probes

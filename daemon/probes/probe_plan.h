@@ -7,9 +7,11 @@
 #define LOUPE_DAEMON_PROBES_PROBE_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "daemon/base/credentials.h"
 #include "daemon/probes/probe_spec.h"
 #include "shared/records.h"
 
@@ -41,6 +43,10 @@ struct ProbeAttachment {
 struct ProbeRequests {
   std::vector<UsdtRequest> usdt;
   std::vector<UprobeRequest> uprobes;
+  // The caller's: every file is found and read with its rights, so a path
+  // it cannot read fails the same whether or not the file exists. A caller
+  // that is not root also gets its probes per target process only.
+  std::optional<Credentials> credentials;
 };
 
 // Parses --usdt and --uprobe values; the first bad one is the error.
@@ -55,12 +61,16 @@ struct ProbePlan {
   uint32_t shim_sites = 0;
   // Function entries whose first instruction the kernel must single-step.
   std::vector<std::string> slow_entries;
+  // Attach for each target process, never for every process (a caller that
+  // is not root must not probe other users' processes).
+  bool per_pid = false;
 };
 
 // `pids` are kernel-global process ids. `shim`: attach the shim's probes
 // wherever they are found. `system_wide`: the probes will be
 // attached for every process that maps a file (to follow children), so each
-// file is attached once, not once per target.
+// file is attached once, not once per target; ignored (with a warning) for
+// a caller that is not root, whose probes are per pid.
 ProbePlan PlanProbes(const std::vector<uint32_t>& pids, const ProbeRequests& requests, bool shim,
                      bool system_wide);
 
