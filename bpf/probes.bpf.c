@@ -10,6 +10,8 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set when the probes are attached to every process mapping the binary
  * (following children): then only targets' events are kept. */
 const volatile bool cfg_filter_targets = false;
+/* Bytes of a USDT string argument kept, at most LOUPE_USDT_MAX_STRING. */
+const volatile __u32 cfg_usdt_string_cap = LOUPE_USDT_DEFAULT_STRING;
 
 /* Set by the daemon once every site is attached and cleared before any is
  * detached: links come and go one at a time (and a detached program stops
@@ -198,12 +200,28 @@ int handle_usdt(struct pt_regs *ctx)
 			break;
 		rec->args[i] = usdt_arg(ctx, &spec->args[i]);
 	}
+	rec->flags = 0;
 	size = __builtin_offsetof(struct loupe_usdt_event, string);
 	if (spec->string_arg >= 0 && spec->string_arg < LOUPE_USDT_MAX_ARGS) {
-		n = bpf_probe_read_user_str(rec->string, sizeof(rec->string),
+		__u32 cap = cfg_usdt_string_cap;
+
+		if (cap > LOUPE_USDT_MAX_STRING)
+			cap = LOUPE_USDT_MAX_STRING;
+		rec->flags = LOUPE_USDT_STRING;
+		/* Room for one byte more than the cap, and the NUL: a
+		 * string that fills it did not fit, one that does not is
+		 * whole (a string of exactly the cap included). */
+		n = bpf_probe_read_user_str(rec->string, cap + 2,
 					    (const void *)rec->args[spec->string_arg & 15]);
+		if (n > 0) {
+			n -= 1; /* the NUL */
+			if (n > cap) {
+				n = cap;
+				rec->flags |= LOUPE_USDT_STRING_CUT;
+			}
+			size += n & (LOUPE_USDT_MAX_STRING * 2 - 1);
+		}
 		rec->string_length = n;
-		size = sizeof(*rec);
 	}
 	fill_header(&rec->hdr, LOUPE_REC_USDT, size);
 	submit(rec, size, sizeof(*rec), LOUPE_CNT_RING_FULL_USDT);

@@ -34,7 +34,9 @@ struct {
 /* Room to build a record with stacks: too big for the BPF stack. */
 #define LOUPE_MAX(a, b) ((a) > (b) ? (a) : (b))
 struct loupe_scratch {
-	__u64 bytes[(LOUPE_MAX(sizeof(struct loupe_cpu_sample), sizeof(struct loupe_sched_switch)) +
+	__u64 bytes[(LOUPE_MAX(LOUPE_MAX(sizeof(struct loupe_cpu_sample),
+					 sizeof(struct loupe_sched_switch)),
+			       sizeof(struct loupe_usdt_event)) +
 		     7) / 8];
 };
 struct {

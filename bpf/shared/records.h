@@ -152,7 +152,7 @@ struct loupe_shim_event {
 };
 
 #define LOUPE_SHIM_MAX_FIELDS 8
-#define LOUPE_SHIM_MAX_STRING 64
+#define LOUPE_SHIM_MAX_STRING 256
 
 /* struct loupe_field of loupe/loupe.h, as it lies in the application. */
 struct loupe_shim_field {
@@ -177,7 +177,10 @@ struct loupe_shim_instant {
 
 /* USDT arguments as the daemon decoded each site's note. */
 #define LOUPE_USDT_MAX_ARGS 12
-#define LOUPE_USDT_MAX_STRING 128
+/* The longest string argument a session may ask for; each session keeps up
+ * to its own cap (cfg_usdt_string_cap, 256 by default) of every string. */
+#define LOUPE_USDT_MAX_STRING 4096
+#define LOUPE_USDT_DEFAULT_STRING 256
 #define LOUPE_USDT_MAX_SPECS 4096
 
 enum loupe_usdt_arg_kind {
@@ -204,16 +207,24 @@ struct loupe_usdt_spec {
 	struct loupe_usdt_arg args[LOUPE_USDT_MAX_ARGS];
 };
 
-/* Cut after the string (or before it when none was asked for). */
+enum loupe_usdt_flags {
+	LOUPE_USDT_STRING = 1,     /* a string argument was asked for */
+	LOUPE_USDT_STRING_CUT = 2, /* it was longer than the session's cap */
+};
+
+/* Cut after the string's kept bytes (no NUL), or before it when none was
+ * asked for or it could not be read. */
 struct loupe_usdt_event {
 	struct loupe_record_header hdr;
 	__u32 tid;
 	__u32 tgid;
 	__u32 probe;
 	__u16 arg_count;
-	__s16 string_length; /* bytes copied with the NUL, < 0: a read error */
+	__s16 string_length; /* bytes kept, < 0: the read's error */
+	__u16 flags;         /* enum loupe_usdt_flags */
+	__u16 pad[3];
 	__s64 args[LOUPE_USDT_MAX_ARGS];
-	char string[LOUPE_USDT_MAX_STRING];
+	char string[LOUPE_USDT_MAX_STRING + 2]; /* one more and the NUL, to tell a cut */
 };
 
 /* The uprobe's bpf cookie: probe id << 8 | integer arguments to capture. */

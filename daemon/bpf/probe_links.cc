@@ -69,12 +69,14 @@ void ProbeLinks::Detach() {
 
 absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::ProbePlan& plan,
                                                                bool system_wide,
+                                                               uint32_t usdt_string_cap,
                                                                const SessionMaps& session,
                                                                std::vector<std::string>* warnings) {
   std::unique_ptr<ProbeLinks> links(new ProbeLinks());
   absl::StatusOr<ProbesSkeleton> skel = ProbesSkeleton::Open("probes");
   if (!skel.ok()) return skel.status();
   (*skel)->rodata->cfg_filter_targets = system_wide;
+  (*skel)->rodata->cfg_usdt_string_cap = usdt_string_cap;
   const SessionMaps mine{(*skel)->maps.events, (*skel)->maps.target_tgids, (*skel)->maps.counters};
   if (absl::Status status = ShareSessionMaps(session, mine); !status.ok()) return status;
   if (absl::Status status = skel->Load(); !status.ok()) return status;

@@ -27,9 +27,11 @@ absl::Status ShareSessionMaps(const SessionMaps& session, const SessionMaps& min
 class ProbeLinks {
  public:
   // `system_wide`: attach for every process (filtering targets in BPF), so
-  // that children forked later are traced too.
+  // that children forked later are traced too. `usdt_string_cap`: bytes
+  // kept of a USDT string argument.
   static absl::StatusOr<std::unique_ptr<ProbeLinks>> Attach(const probes::ProbePlan& plan,
                                                             bool system_wide,
+                                                            uint32_t usdt_string_cap,
                                                             const SessionMaps& session,
                                                             std::vector<std::string>* warnings);
   ~ProbeLinks();

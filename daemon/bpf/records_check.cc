@@ -37,8 +37,9 @@ static_assert(offsetof(loupe_shim_instant, fields) == 48);
 static_assert(offsetof(loupe_shim_instant, strings) == 48 + 24 * LOUPE_SHIM_MAX_FIELDS);
 static_assert(sizeof(loupe_usdt_arg) == 16);
 static_assert(sizeof(loupe_usdt_spec) == 8 + 16 * LOUPE_USDT_MAX_ARGS);
-static_assert(offsetof(loupe_usdt_event, args) == 32);
-static_assert(offsetof(loupe_usdt_event, string) == 32 + 8 * LOUPE_USDT_MAX_ARGS);
+static_assert(offsetof(loupe_usdt_event, flags) == 32);
+static_assert(offsetof(loupe_usdt_event, args) == 40);
+static_assert(offsetof(loupe_usdt_event, string) == 40 + 8 * LOUPE_USDT_MAX_ARGS);
 static_assert(sizeof(loupe_uprobe_event) == 32 + 8 * LOUPE_UPROBE_MAX_ARGS);
 
 static_assert(offsetof(loupe_cpu_sample, user_depth) == 24);

@@ -96,6 +96,10 @@ absl::Status ValidateSourceOptions(const SourceOptions& o) {
         fmt::format("ring_buffer_size = {} must be a power of two from {} (one page) to 1 GiB",
                     o.ring_bytes, page));
   }
+  if (o.usdt_string_cap < 16 || o.usdt_string_cap > LOUPE_USDT_MAX_STRING) {
+    return absl::InvalidArgumentError(fmt::format(
+        "string_cap = {} is out of range: 16 .. {}", o.usdt_string_cap, LOUPE_USDT_MAX_STRING));
+  }
   return absl::OkStatus();
 }
 
@@ -234,7 +238,7 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
     // Never for a plan made per pid (a caller that is not root).
     const bool system_wide = !plan.per_pid && (options.follow_children || !PidsAreLocal());
     absl::StatusOr<std::unique_ptr<ProbeLinks>> links =
-        ProbeLinks::Attach(plan, system_wide,
+        ProbeLinks::Attach(plan, system_wide, options.usdt_string_cap,
                            SessionMapsOf(sources->objects_->sched->get()), &sources->warnings_);
     if (!links.ok()) return links.status();
     sources->probes_ = *std::move(links);

@@ -34,6 +34,9 @@ struct SourceOptions {
   bool offcpu_user_stacks = true;  // stacks of target threads at switch-out
   bool offcpu_kernel_stacks = true;
   uint32_t ring_bytes = 4 << 20;  // a power of two, at least one page
+  // Bytes kept of each USDT string argument; longer strings are cut (and
+  // counted as cut, which is not a loss).
+  uint32_t usdt_string_cap = LOUPE_USDT_DEFAULT_STRING;
 };
 
 absl::Status ValidateSourceOptions(const SourceOptions& options);

@@ -155,17 +155,21 @@ bool ProbeRecordDecoder::DecodeUsdt(std::span<const uint8_t> bytes, OwnedEvent* 
   event->record.tid = r.tid;
   event->prev_tgid = r.tgid;
   event->args.assign(r.args, r.args + r.arg_count);
-  if (bytes.size() == sizeof r) {  // a string argument was asked for
-    if (r.string_length <= 0) {
+  if ((r.flags & LOUPE_USDT_STRING) != 0) {
+    const size_t header = offsetof(loupe_usdt_event, string);
+    if (r.string_length < 0) {
       ++losses_.usdt_unreadable;
+    } else if (static_cast<size_t>(r.string_length) > LOUPE_USDT_MAX_STRING ||
+               bytes.size() != header + static_cast<size_t>(r.string_length)) {
+      return false;  // a length the record does not carry
     } else {
-      const size_t length = strnlen(r.string, sizeof r.string);
-      // The buffer filled up without the string ending in it: cut.
-      if (static_cast<size_t>(r.string_length) >= sizeof r.string && length + 1 >= sizeof r.string) {
-        ++losses_.usdt_strings_cut;
-      }
-      event->value_text = filter_.Apply(std::string_view(r.string, length), length);
+      if ((r.flags & LOUPE_USDT_STRING_CUT) != 0) ++losses_.usdt_strings_cut;
+      const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + header,
+                                  static_cast<size_t>(r.string_length));
+      event->value_text = filter_.Apply(text, text.size());
     }
+  } else if (bytes.size() != offsetof(loupe_usdt_event, string)) {
+    return false;
   }
   event->record.payload = format::UsdtEvent{.probe = ProbeName(r.probe)};
   return true;

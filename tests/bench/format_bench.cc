@@ -1,5 +1,5 @@
 // Encode + zstd + write throughput of the segment writer, and bytes per event
-// on disk, for the synthetic mix (tests/support/synthetic_trace.h). Runs on
+// on disk, for the synthetic mix (tools/synthetic/synthetic_trace.h). Runs on
 // one core: the writer is single-threaded.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "daemon/format/segment_writer.h"
-#include "tests/support/synthetic_trace.h"
+#include "tools/synthetic/synthetic_trace.h"
 
 namespace loupe {
 namespace {
@@ -19,11 +19,11 @@ constexpr size_t kEvents = 2'000'000;
 // storage behind the records' views, so it lives as long as they do.
 const std::vector<format::Record>& Mix(bool bursty) {
   struct Generated {
-    explicit Generated(bool bursty) : trace(testing::SyntheticOptions{.bursty = bursty}) {
+    explicit Generated(bool bursty) : trace(synthetic::Options{.bursty = bursty}) {
       records.reserve(kEvents);
       for (size_t i = 0; i < kEvents; ++i) records.push_back(trace.Next());
     }
-    testing::SyntheticTrace trace;
+    synthetic::Trace trace;
     std::vector<format::Record> records;
   };
   static Generated* generated[2] = {};

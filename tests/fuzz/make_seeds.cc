@@ -8,7 +8,7 @@
 #include "daemon/format/segment_writer.h"
 #include "daemon/format/wire.h"
 #include "tests/support/every_kind.h"
-#include "tests/support/synthetic_trace.h"
+#include "tools/synthetic/synthetic_trace.h"
 
 namespace fs = std::filesystem;
 using namespace loupe;
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
 
   // Bare blocks: what Frame.events holds.
   format::BlockEncoder encoder;
-  testing::SyntheticTrace synthetic;
+  synthetic::Trace synthetic;
   std::string frame;
   for (int i = 0; i < 2; ++i) {
     if (i == 0) {

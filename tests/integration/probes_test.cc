@@ -213,6 +213,49 @@ TEST_P(UsdtFormsTest, EveryArgumentFormDecodes) {
 INSTANTIATE_TEST_SUITE_P(Binaries, UsdtFormsTest,
                          ::testing::Values("usdt_forms", "usdt_forms_lib"));
 
+// A USDT string argument is kept whole up to the session's cap (256 bytes
+// by default, up to 4 KiB); past it, it is kept up to the cap and counted as
+// cut. A string of exactly the cap is whole.
+class UsdtStringCapTest : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(UsdtStringCapTest, StringsAreWholeUpToTheCapAndCountedCutPastIt) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const uint32_t cap = GetParam();
+  const std::vector<size_t> lengths = {0, 10, 255, 256, 257, 300, 4096, 4097, 6000};
+  std::vector<std::string> command = {TestProgram("usdt_strings")};
+  for (size_t length : lengths) command.push_back(std::to_string(length));
+  testing::TempDir dir;
+  ChildProcess program(command);
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  options.sources.usdt_string_cap = cap;
+  options.content_policy = ContentPolicy::kFull;  // the text itself, not its digest
+  options.probes.usdt.push_back(
+      {.text = "strs:text(str arg0)", .provider = "strs", .name = "text", .string_arg = 0});
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  program.WriteLine("go");
+  ASSERT_EQ(program.ReadLine(), "done");
+  ASSERT_TRUE(session->Stop().ok());
+
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.problems.empty()) << testing::WhyIncomplete(trace);
+  ASSERT_EQ(trace.usdt.size(), lengths.size());
+  uint64_t cut = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    std::string expected;
+    for (size_t at = 0; at < std::min<size_t>(lengths[i], cap); ++at) expected += 'a' + at % 26;
+    EXPECT_EQ(trace.usdt[i].text, expected) << "length " << lengths[i];
+    EXPECT_EQ(trace.usdt[i].args.at(1), static_cast<int64_t>(lengths[i]));
+    cut += lengths[i] > cap;
+  }
+  const auto counted = trace.losses.find("usdt/string_truncated");
+  EXPECT_EQ(counted == trace.losses.end() ? 0 : counted->second, cut);
+  EXPECT_EQ(trace.losses.size(), cut > 0 ? 1u : 0u) << "nothing else may be lost";
+}
+
+INSTANTIATE_TEST_SUITE_P(Caps, UsdtStringCapTest, ::testing::Values(256u, 4096u));
+
 TEST(UsdtTest, NotesOfThePieCoverEveryOperandForm) {
   auto file = probes::ElfFile::Open(TestProgram("usdt_forms"));
   ASSERT_TRUE(file.ok()) << file.status();

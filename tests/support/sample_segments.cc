@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "daemon/format/segment_writer.h"
-#include "tests/support/synthetic_trace.h"
+#include "tools/synthetic/synthetic_trace.h"
 
 namespace loupe::testing {
 
@@ -17,7 +17,7 @@ std::vector<std::string> WriteSampleSegments(const SampleSegments& sample) {
   header.set_host(sample.host);
   header.set_boot_id("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
   header.set_session_id(sample.session);
-  SyntheticTrace trace({.seed = sample.seed});
+  synthetic::Trace trace({.seed = sample.seed});
   const std::vector<format::Record> identity = trace.Identity();
   auto writer = format::SegmentWriter::Create(options, header, [&](format::SegmentWriter& w) {
     for (const format::Record& record : identity) w.AppendPreamble(record);

@@ -7,7 +7,7 @@
 //   span "handle" > span "parse" > event "parsed" {n=-k, u=k, d=k/2, b=k odd,
 //   s="payload-<k>", size=4096 bytes}; counter "depth"=k; a mark "tick".
 // Per thread: thread name "worker-<t>", then a burn of ~300 ms of CPU inside
-// operation 900000+t, and one event "long" whose string field is 100 bytes.
+// operation 900000+t, and one event "long" whose string field is 300 bytes (past the shim's 256-byte cap).
 #include <loupe/loupe.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -53,7 +53,7 @@ void Worker(int t, int operations) {
       for (int i = 0; i < 100000; ++i) sink = sink + static_cast<uint64_t>(i);
     }
   }
-  const std::string long_text(100, 'x');
+  const std::string long_text(300, 'x');
   LOUPE_EVENT("long", loupe_string("text", long_text.c_str()));
 }
 

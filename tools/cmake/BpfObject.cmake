@@ -19,7 +19,7 @@ endif()
 
 function(loupe_add_bpf_skeleton name source)
   cmake_parse_arguments(ARG "" "" "DEPENDS" ${ARGN})
-  set(out_dir ${CMAKE_CURRENT_BINARY_DIR}/skel)
+  set(out_dir ${CMAKE_CURRENT_BINARY_DIR}/skel/${name})  # one skeleton per include path
   set(object ${out_dir}/${name}.bpf.o)
   set(skeleton ${out_dir}/${name}.skel.h)
   file(MAKE_DIRECTORY ${out_dir})

@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "daemon/format/segment_writer.h"
-#include "tests/support/synthetic_trace.h"
+#include "tools/synthetic/synthetic_trace.h"
 #include "tools/tracectl/exit_codes.h"
 
 namespace loupe::tracectl {
@@ -26,10 +26,8 @@ void AddDemoCommand(CLI::App& app, DemoOptions& options) {
 int RunDemo(const DemoOptions& options) {
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
-  testing::SyntheticOptions synthetic;
-  synthetic.start_ns =
-      static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
-  testing::SyntheticTrace trace(synthetic);
+  synthetic::Trace trace({.start_ns = static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 +
+                                       static_cast<uint64_t>(now.tv_nsec)});
 
   format::WriterOptions writer_options{.directory = options.output,
                                        .session_id = fmt::format("demo-{}", getpid())};

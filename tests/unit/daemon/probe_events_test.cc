@@ -94,7 +94,7 @@ TEST(ProbeRecordDecoderTest, InstantFieldsStringsCutAndRedacted) {
   instant.fields[0] = {.key = Address("n"), .type = 1, .length = 0, .value = static_cast<uint64_t>(-5)};
   instant.fields[1] = {.key = Address("s"), .type = 5, .length = 5, .value = 0};
   std::memcpy(instant.strings[1], "hello", 5);
-  instant.fields[2] = {.key = Address("long"), .type = 5, .length = 100, .value = 0};
+  instant.fields[2] = {.key = Address("long"), .type = 5, .length = 300, .value = 0};
   std::memset(instant.strings[2], 'x', LOUPE_SHIM_MAX_STRING);
   auto event = decoder.Decode(Bytes(instant));
   ASSERT_TRUE(event.has_value());
@@ -105,7 +105,7 @@ TEST(ProbeRecordDecoderTest, InstantFieldsStringsCutAndRedacted) {
   EXPECT_EQ(decoded.fields[0].key, "n");
   EXPECT_EQ(decoded.fields[0].value.AsInt(), -5);
   EXPECT_TRUE(decoded.fields[1].value.text.starts_with("<redacted 5 bytes #"));
-  EXPECT_TRUE(decoded.fields[2].value.text.starts_with("<redacted 100 bytes #"));
+  EXPECT_TRUE(decoded.fields[2].value.text.starts_with("<redacted 300 bytes #"));
   EXPECT_EQ(decoder.losses().shim_strings_cut, 1u);
 
   ProbeRecordDecoder full(&kProbeNames, ContentPolicy::kFull);
@@ -134,14 +134,27 @@ TEST(ProbeRecordDecoderTest, UsdtAndUprobeEventsNameTheirProbes) {
   EXPECT_EQ(decoded.probe, "prov:start");
   EXPECT_EQ(std::vector<int64_t>(decoded.args.begin(), decoded.args.end()),
             (std::vector<int64_t>{-1, 1LL << 40}));
-  // A string that filled the buffer was cut.
-  std::memset(usdt.string, 'q', sizeof usdt.string - 1);
-  usdt.string_length = sizeof usdt.string;
-  event = decoder.Decode(Bytes(usdt));
+  // A whole string: kept, not cut.
+  const size_t header = offsetof(loupe_usdt_event, string);
+  std::memset(usdt.string, 'q', sizeof usdt.string);
+  usdt.flags = LOUPE_USDT_STRING;
+  usdt.string_length = 300;
+  event = decoder.Decode(Bytes(usdt, header + 300));
   ASSERT_TRUE(event.has_value());
-  EXPECT_EQ(std::get<format::UsdtEvent>(event->View().payload).str_arg.size(),
-            sizeof usdt.string - 1);
+  EXPECT_EQ(std::get<format::UsdtEvent>(event->View().payload).str_arg, std::string(300, 'q'));
+  EXPECT_EQ(decoder.losses().usdt_strings_cut, 0u);
+  // One the BPF side marked as longer than the session's cap: kept up to it, counted cut.
+  usdt.flags = LOUPE_USDT_STRING | LOUPE_USDT_STRING_CUT;
+  usdt.string_length = 256;
+  event = decoder.Decode(Bytes(usdt, header + 256));
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ(std::get<format::UsdtEvent>(event->View().payload).str_arg.size(), 256u);
   EXPECT_EQ(decoder.losses().usdt_strings_cut, 1u);
+  // A length the record does not carry is refused, never read past.
+  EXPECT_FALSE(decoder.Decode(Bytes(usdt, header + 100)).has_value());
+  usdt.string_length = LOUPE_USDT_MAX_STRING + 1;
+  EXPECT_FALSE(decoder.Decode(Bytes(usdt, sizeof usdt)).has_value());
+  usdt.string_length = 256;
   usdt.arg_count = LOUPE_USDT_MAX_ARGS + 1;
   EXPECT_FALSE(decoder.Decode(Bytes(usdt)).has_value());
 

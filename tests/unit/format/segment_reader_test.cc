@@ -16,8 +16,8 @@
 #include "daemon/format/segment_writer.h"
 #include "daemon/format/trace_reader.h"
 #include "tests/support/every_kind.h"
-#include "tests/support/synthetic_trace.h"
 #include "tests/support/temp_dir.h"
+#include "tools/synthetic/synthetic_trace.h"
 
 namespace loupe::format {
 namespace {
@@ -203,9 +203,7 @@ TEST(TraceReaderTest, MergesSessionsInTimeOrder) {
     options.block_bytes = 4 << 10;
     auto writer = SegmentWriter::Create(options, {});
     ASSERT_TRUE(writer.ok());
-    testing::SyntheticOptions synthetic;
-    synthetic.seed = 100 + session;
-    testing::SyntheticTrace trace(synthetic);
+    synthetic::Trace trace({.seed = 100 + static_cast<uint64_t>(session)});
     for (int i = 0; i < 30'000; ++i, ++total) ASSERT_TRUE((*writer)->Append(trace.Next()).ok());
     ASSERT_TRUE((*writer)->Close().ok());
   }

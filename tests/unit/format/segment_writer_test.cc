@@ -15,8 +15,8 @@
 #include "daemon/format/record_json.h"
 #include "daemon/format/segment_reader.h"
 #include "daemon/format/trace_reader.h"
-#include "tests/support/synthetic_trace.h"
 #include "tests/support/temp_dir.h"
+#include "tools/synthetic/synthetic_trace.h"
 
 namespace loupe::format {
 namespace {
@@ -75,7 +75,7 @@ void ThreadPreamble(SegmentWriter& writer) {
 
 TEST(SegmentWriterTest, RotatesBySizeAndEverySegmentReadsAlone) {
   testing::TempDir dir;
-  testing::SyntheticTrace trace;
+  synthetic::Trace trace;
   std::vector<std::string> written;
   {
     auto writer = SegmentWriter::Create(SmallFiles(dir.path()), {}, ThreadPreamble);
@@ -147,7 +147,7 @@ TEST(SegmentWriterTest, EvictsOldestFirstAndReportsItInTheNextSegment) {
   testing::TempDir dir;
   WriterOptions options = SmallFiles(dir.path());
   options.max_total_size = 3 * options.max_file_size;
-  testing::SyntheticTrace trace;
+  synthetic::Trace trace;
   std::vector<std::string> written;
   auto writer = SegmentWriter::Create(options, {});
   ASSERT_TRUE(writer.ok());
@@ -190,7 +190,7 @@ TEST(SegmentWriterTest, EvictsOldestFirstAndReportsItInTheNextSegment) {
 TEST(SegmentWriterTest, EarlierFilesCountAgainstTheBudgetAndNumberingContinues) {
   testing::TempDir dir;
   WriterOptions options = SmallFiles(dir.path());
-  testing::SyntheticTrace trace;
+  synthetic::Trace trace;
   uint64_t written = 0;
   for (int run = 0; run < 2; ++run) {  // each run fills about two files
     auto writer = SegmentWriter::Create(options, {});
@@ -261,7 +261,7 @@ TEST(SegmentWriterTest, FailedWritesAreCountedAndTheFileStaysReadable) {
   rlimit small = original;
   small.rlim_cur = 100 << 10;
   ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-  testing::SyntheticTrace trace;
+  synthetic::Trace trace;
   uint64_t appended = 0, failures = 0;
   for (int i = 0; i < 100'000; ++i, ++appended) {
     if (!(*writer)->Append(trace.Next()).ok()) ++failures;
@@ -299,7 +299,7 @@ namespace {
 // segment alone, and the files stay within max_file_size.
 TEST(SegmentWriterTest, EverySegmentCarriesTheSymbolTableOfItsSeal) {
   testing::TempDir dir;
-  testing::SyntheticTrace trace;
+  synthetic::Trace trace;
   int seals = 0;
   auto symbols = [&seals] {
     v1::SymbolTable table;

@@ -1,8 +1,8 @@
-#include "tests/support/synthetic_trace.h"
+#include "tools/synthetic/synthetic_trace.h"
 
 #include <fmt/format.h>
 
-namespace loupe::testing {
+namespace loupe::synthetic {
 namespace {
 
 constexpr std::string_view kSpanNames[] = {"handle_request", "parse", "db_query", "render",
@@ -10,7 +10,7 @@ constexpr std::string_view kSpanNames[] = {"handle_request", "parse", "db_query"
 
 }  // namespace
 
-SyntheticTrace::SyntheticTrace(SyntheticOptions options)
+Trace::Trace(Options options)
     : options_(options),
       rng_(options.seed),
       gap_in_burst_(1.0 / options.mean_gap_in_burst_ns),
@@ -49,7 +49,7 @@ SyntheticTrace::SyntheticTrace(SyntheticOptions options)
   }
 }
 
-std::vector<format::Record> SyntheticTrace::Identity() const {
+std::vector<format::Record> Trace::Identity() const {
   std::vector<format::Record> records;
   for (uint32_t pid : {Tid(0), Tid(options_.threads / 2)}) {
     records.push_back({.time_ns = options_.start_ns,
@@ -70,7 +70,7 @@ std::vector<format::Record> SyntheticTrace::Identity() const {
   return records;
 }
 
-format::Record SyntheticTrace::Next() {
+format::Record Trace::Next() {
   if (burst_left_ == 0 || !options_.bursty) {
     burst_cpu_ = static_cast<uint32_t>(rng_() % options_.cpus);
     burst_left_ = burst_length_(rng_) + 1;
@@ -127,4 +127,4 @@ format::Record SyntheticTrace::Next() {
   return record;
 }
 
-}  // namespace loupe::testing
+}  // namespace loupe::synthetic

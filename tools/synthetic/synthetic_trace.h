@@ -1,10 +1,10 @@
 // A deterministic stream of records shaped like a busy service's trace:
 // switches and wakeups among a few dozen threads, CPU samples whose stacks
 // come from a few hundred distinct ones, span begin/end pairs with a handful
-// of names, typed instant events and counters. Used by the format tests, the
-// format benchmark and the demo.
-#ifndef LOUPE_TESTS_SUPPORT_SYNTHETIC_TRACE_H_
-#define LOUPE_TESTS_SUPPORT_SYNTHETIC_TRACE_H_
+// of names, typed instant events and counters. Used by `tracectl demo`, and
+// by the format tests, the fuzzers' seeds and the format benchmark.
+#ifndef LOUPE_TOOLS_SYNTHETIC_SYNTHETIC_TRACE_H_
+#define LOUPE_TOOLS_SYNTHETIC_SYNTHETIC_TRACE_H_
 
 #include <array>
 #include <cstdint>
@@ -14,9 +14,9 @@
 
 #include "daemon/format/record.h"
 
-namespace loupe::testing {
+namespace loupe::synthetic {
 
-struct SyntheticOptions {
+struct Options {
   uint64_t seed = 1;
   int threads = 40;
   int cpus = 4;
@@ -32,9 +32,9 @@ struct SyntheticOptions {
   uint64_t start_ns = 1'000'000'000;
 };
 
-class SyntheticTrace {
+class Trace {
  public:
-  explicit SyntheticTrace(SyntheticOptions options = {});
+  explicit Trace(Options options = {});
 
   // The next record; its views stay valid for the generator's lifetime.
   format::Record Next();
@@ -44,7 +44,7 @@ class SyntheticTrace {
  private:
   uint32_t Tid(int thread) const { return 1000 + static_cast<uint32_t>(thread); }
 
-  SyntheticOptions options_;
+  Options options_;
   std::mt19937_64 rng_;
   std::exponential_distribution<double> gap_in_burst_;
   std::exponential_distribution<double> gap_between_bursts_;
@@ -62,6 +62,6 @@ class SyntheticTrace {
   std::vector<std::string> thread_names_;
 };
 
-}  // namespace loupe::testing
+}  // namespace loupe::synthetic
 
-#endif  // LOUPE_TESTS_SUPPORT_SYNTHETIC_TRACE_H_
+#endif  // LOUPE_TOOLS_SYNTHETIC_SYNTHETIC_TRACE_H_
