@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "daemon/bpf/source_names.h"
+#include "daemon/base/credentials.h"
 #include "daemon/probes/probe_plan.h"
 #include "daemon/session/content_policy.h"
 
@@ -31,14 +32,19 @@ absl::Status ApplyOutput(const v1::AttachRequest& request, const AttachCaller& c
                          format::WriterOptions* writer) {
   writer->session_id = request.session_id();
   if (request.output_dir().empty()) return absl::OkStatus();
-  // A non-root caller's files land where the caller could write itself.
-  if (!caller.in_process && caller.uid != 0 && access(request.output_dir().c_str(), W_OK) != 0) {
-    return absl::PermissionDeniedError(
-        fmt::format("output_dir {}: louped writes only to directories the caller may write to",
-                    request.output_dir()));
-  }
+  // Whether the caller may write there is for the writer to find out, as
+  // the caller (writer->credentials): a check here with louped's own
+  // rights would answer for the wrong user.
   writer->directory = request.output_dir();
   return absl::OkStatus();
+}
+
+// The caller's file rights, for everything louped opens or creates for it
+// (segments, probed ELF files). Root, or the session runs in the caller's
+// own process: the rights in force are the caller's already.
+std::optional<Credentials> CallerFileRights(const AttachCaller& caller) {
+  if (caller.in_process || caller.uid == 0) return std::nullopt;
+  return PeerCredentialsOf(static_cast<pid_t>(caller.pid), caller.uid, caller.gid);
 }
 
 }  // namespace
@@ -63,6 +69,7 @@ absl::StatusOr<session::SessionOptions> BuildSessionOptions(const session::Sessi
       !status.ok()) {
     return status;
   }
+  options.probes.credentials = options.writer.credentials = CallerFileRights(caller);
   if (!request.content_policy().empty()) {
     absl::StatusOr<session::ContentPolicy> policy =
         session::ParseContentPolicy(request.content_policy());

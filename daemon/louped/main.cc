@@ -17,6 +17,7 @@
 #include "daemon/control/control_service.h"
 #include "daemon/control/peer_listener.h"
 #include "daemon/control/session_manager.h"
+#include "daemon/format/directory_budget.h"
 #include "daemon/louped/config.h"
 #include "daemon/louped/session_defaults.h"
 #include "daemon/louped/shutdown_watchdog.h"
@@ -81,6 +82,12 @@ int Run(const DaemonConfig& config, const std::shared_ptr<spdlog::logger>& log,
   if (!listener.ok()) {
     log->error("{}", loupe::MessageOf(listener.status()));
     return 1;
+  }
+  // Callers write into the default directory as themselves (their own
+  // rights, files they own): made writable for the socket's group if new.
+  if (absl::Status status = loupe::format::PrepareSharedDirectory(config.output_dir, group);
+      !status.ok()) {
+    log->warn("output_dir: {}", loupe::MessageOf(status));
   }
   // Before any session starts: it seals what a crashed run left active.
   std::unique_ptr<loupe::ship::Shipper> shipper;

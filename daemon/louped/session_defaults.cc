@@ -22,6 +22,13 @@ session::SessionOptions SessionDefaults(const DaemonConfig& config) {
   defaults.reorder_window_ns = config.reorder_window_ms * 1'000'000;
   defaults.drain_interval_ns = config.drain_interval_ms * 1'000'000;
   if (config.keep_shipped != 0) defaults.writer.shipped = ship::Outbox::ReleaseShippedCopy;
+  // One budget per directory for all of this louped's sessions (the
+  // manager keeps these defaults, so the registry lives as long as it), and
+  // the identity by which they know their segments: a louped is its socket.
+  defaults.writer.budgets = std::make_shared<format::DirectoryBudgets>();
+  std::error_code error;
+  defaults.writer.writer_id =
+      fmt::format("louped {}", std::filesystem::absolute(config.socket, error).string());
   return defaults;
 }
 
