@@ -193,9 +193,10 @@ void SessionManager::Reap() {
       if (orphaned) {
         End(id, "the client that attached it went away").IgnoreError();
       } else if (session->Finished()) {
-        End(id, "it finished").IgnoreError();
+        End(id, "it finished by itself; releasing what it held").IgnoreError();
       }
     }
+    running.clear();  // a last reference goes here, not under the lock
     lock.lock();
   }
 }
