@@ -107,7 +107,8 @@ Json Request(const RequestReport& request, uint64_t first_ns) {
 std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
   Json doc;
   doc["verdict"] = {{"complete", verdict.complete},
-                    {"losses", verdict.losses},
+                    {"losses", verdict.losses.lost},
+                    {"cuts", verdict.losses.cut},
                     {"problems", verdict.problems},
                     {"events", verdict.events}};
   doc["sched_data"] = model.has_sched_data();

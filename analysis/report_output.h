@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "analysis/report_model.h"
+#include "daemon/format/loss_tally.h"
 
 namespace loupe::analysis {
 
 // What the trace's segments say about their own completeness.
 struct TraceVerdict {
   bool complete = true;
-  std::map<std::string, uint64_t> losses;  // "source/reason" -> count
+  format::LossTally losses;  // what was lost, and what was cut
   std::vector<std::string> problems;
   uint64_t events = 0;
 };

@@ -83,7 +83,7 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
   out += fmt::format("verdict: {} — {} events over {}\n",
                      verdict.complete ? "complete" : "INCOMPLETE (do not trust absences)",
                      verdict.events, Ms(model.last_ns() - model.first_ns()));
-  for (const auto& [what, count] : verdict.losses) out += fmt::format("  lost {} ({})\n", count, what);
+  for (const std::string& line : verdict.losses.Lines()) out += fmt::format("  {}\n", line);
   for (const std::string& problem : verdict.problems) out += fmt::format("  {}\n", problem);
   if (!model.has_sched_data()) {
     out += "  no scheduler records in this trace: request times cannot be split and read as "

@@ -71,8 +71,17 @@ enum class LossReason : uint8_t {
   kCapReached,
   kWriteFailed,
   kMalformed,
+  kUnwindStopped,
 };
-inline constexpr int kMaxLossReason = static_cast<int>(LossReason::kMalformed);
+inline constexpr int kMaxLossReason = static_cast<int>(LossReason::kUnwindStopped);
+
+// Content cut short rather than events lost: a stack deeper than the cap, a
+// string longer than the cap, a stack walk that met a frame that cannot be
+// one. Cuts are counted and shown; they do not make a trace incomplete.
+constexpr bool IsCut(LossReason reason) {
+  return reason == LossReason::kStackTruncated || reason == LossReason::kStringTruncated ||
+         reason == LossReason::kUnwindStopped;
+}
 
 std::string_view LossSourceName(LossSource source);
 std::string_view LossReasonName(LossReason reason);

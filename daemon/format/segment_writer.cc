@@ -404,17 +404,21 @@ v1::SegmentTrailer SegmentWriter::BuildTrailer() const {
     events += kind_counts_[kind];
   }
   trailer.set_event_count(events);
+  bool lost = false;
   for (const auto& [key, count] : segment_losses_) {
     v1::LossTotal* loss = trailer.add_losses();
     loss->set_source(static_cast<v1::LossSource>(key.source));
     loss->set_reason(static_cast<v1::LossReason>(key.reason));
     loss->set_count(count);
+    // Cut content is told but is no loss: the events are all there.
+    if (IsCut(key.reason)) continue;
+    lost = true;
     trailer.add_reasons(fmt::format("lost {} {} {}: {}", count, LossSourceName(key.source),
                                     key.reason == LossReason::kSegmentEvicted ? "events" : "items",
                                     LossReasonName(key.reason)));
   }
   for (const std::string& name : segment_evicted_) trailer.add_evicted_segments(name);
-  trailer.set_verdict(segment_losses_.empty() ? v1::COMPLETE : v1::INCOMPLETE);
+  trailer.set_verdict(lost ? v1::INCOMPLETE : v1::COMPLETE);
   if (first_time_ns_ != UINT64_MAX) {
     trailer.set_first_time_ns(first_time_ns_);
     trailer.set_last_time_ns(last_time_ns_);

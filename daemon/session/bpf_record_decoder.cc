@@ -25,14 +25,31 @@ bool Load(std::span<const uint8_t> bytes, size_t fixed_part, T* out) {
 
 std::string CString(const char* text, size_t max) { return std::string(text, strnlen(text, max)); }
 
-// Stacks follow the fixed part: user frames, then kernel frames.
+// Lowest and highest address a user frame can have (the first page is never
+// mapped; above 47 bits is kernel or non-canonical with 4-level paging).
+constexpr uint64_t kLowestUserAddress = 4096;
+constexpr uint64_t kHighestUserAddress = 0x00007fffffffffff;
+
+// Stacks follow the fixed part: user frames, then kernel frames. A frame
+// pointer walk through code built without frame pointers reads whatever
+// lies on the stack: the walk is cut at the first address that cannot be a
+// user frame, rather than keeping junk (and running to the depth cap).
 bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user, uint16_t kernel,
                 OwnedEvent* event) {
   const size_t count = size_t{user} + kernel;
   if (count > (bytes.size() - fixed_part) / sizeof(uint64_t)) return false;
   event->frames.resize(count);
   std::memcpy(event->frames.data(), bytes.data() + fixed_part, count * sizeof(uint64_t));
-  event->user_depth = user;
+  uint16_t valid = 0;
+  while (valid < user && event->frames[valid] >= kLowestUserAddress &&
+         event->frames[valid] <= kHighestUserAddress) {
+    ++valid;
+  }
+  if (valid < user) {
+    event->frames.erase(event->frames.begin() + valid, event->frames.begin() + user);
+    event->unwind_stopped = true;
+  }
+  event->user_depth = valid;
   return true;
 }
 

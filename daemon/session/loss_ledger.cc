@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "daemon/format/loss_tally.h"
 #include "shared/records.h"
 
 namespace loupe::session {
@@ -40,6 +41,10 @@ std::vector<format::Loss> LossLedger::Since(const LossCounts& now) {
   }
   add(LossSource::kMerge, LossReason::kLate, now.late, reported_.late);
   add(LossSource::kMerge, LossReason::kMalformed, now.malformed, reported_.malformed);
+  add(LossSource::kSched, LossReason::kUnwindStopped, now.unwind_stopped_sched,
+      reported_.unwind_stopped_sched);
+  add(LossSource::kCpuSample, LossReason::kUnwindStopped, now.unwind_stopped_cpu,
+      reported_.unwind_stopped_cpu);
   const ProbeLosses& probe = now.probes;
   const ProbeLosses& before = reported_.probes;
   add(LossSource::kShim, LossReason::kStringTruncated, probe.shim_strings_cut,
@@ -53,8 +58,7 @@ std::vector<format::Loss> LossLedger::Since(const LossCounts& now) {
 }
 
 void LossLedger::Count(const format::Loss& loss) {
-  totals_[fmt::format("{}/{}", format::LossSourceName(loss.source),
-                      format::LossReasonName(loss.reason))] += loss.count;
+  totals_[format::LossKey(loss.source, loss.reason)] += loss.count;
 }
 
 }  // namespace loupe::session

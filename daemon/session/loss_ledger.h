@@ -23,6 +23,9 @@ struct LossCounts {
   bpf::BpfCounters bpf{};
   uint64_t late = 0;
   uint64_t malformed = 0;
+  // User stack walks cut at a frame that cannot be one (a cut, not a loss).
+  uint64_t unwind_stopped_sched = 0;
+  uint64_t unwind_stopped_cpu = 0;
   ProbeLosses probes;
 };
 

@@ -26,6 +26,9 @@ struct OwnedEvent {
   format::Record record;         // views are set by View()
   std::vector<uint64_t> frames;  // user frames, then kernel frames
   uint16_t user_depth = 0;
+  // The user stack walk met an address no user frame can have; the frames
+  // from there on were dropped.
+  bool unwind_stopped = false;
   std::string text;  // a name or a path
   std::string value_text;         // a USDT string argument, a foreign thread's process name
   std::vector<int64_t> args;      // of a USDT or uprobe event

@@ -71,6 +71,10 @@ void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
     ++malformed_;  // a bug on one side of records.h; reported as a loss
     return;
   }
+  if (event->unwind_stopped) {
+    ++(std::holds_alternative<format::CpuSample>(event->record.payload) ? unwind_stopped_cpu_
+                                                                        : unwind_stopped_sched_);
+  }
   // Names are read from the application now, while it surely runs; a child
   // that has already exited is read through its parent.
   if (const auto* fork = std::get_if<format::ProcessFork>(&event->record.payload)) {
@@ -92,6 +96,8 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
   const LossCounts now{.bpf = counters,
                        .late = reorder_.late(),
                        .malformed = malformed_,
+                       .unwind_stopped_sched = unwind_stopped_sched_,
+                       .unwind_stopped_cpu = unwind_stopped_cpu_,
                        .probes = probe_decoder_.losses()};
   for (const format::Loss& loss : losses_.Since(now)) WriteLoss(loss, now_ns);
   if (absl::Status status = writer_->Tick(now_ns); !status.ok()) ++write_errors_;

@@ -94,6 +94,8 @@ class Pipeline {
   std::unique_ptr<format::SegmentWriter> writer_;
   uint64_t last_time_ns_ = 0;
   uint64_t malformed_ = 0;
+  uint64_t unwind_stopped_sched_ = 0;
+  uint64_t unwind_stopped_cpu_ = 0;
   uint64_t write_errors_ = 0;
   uint64_t written_ = 0;
   std::array<uint64_t, format::kMaxRecordKind + 1> written_by_kind_{};

@@ -17,6 +17,7 @@
 #include "daemon/session/session.h"
 #include "daemon/symbols/debuginfod.h"
 #include "tools/tracectl/daemon_client.h"
+#include "daemon/format/loss_tally.h"
 #include "tools/tracectl/durations.h"
 #include "tools/tracectl/exit_codes.h"
 
@@ -117,13 +118,10 @@ int PrintOutcome(const Outcome& outcome) {
   fmt::print("trace: {}/{}-*.loupe ({} segment(s), {} events, {:.1f} MB)\n", outcome.directory,
              outcome.id, outcome.segments, outcome.events,
              static_cast<double>(outcome.bytes) / 1e6);
-  uint64_t lost = 0;
-  for (const auto& [what, count] : outcome.losses) {
-    fmt::print("lost {} ({})\n", count, what);
-    lost += count;
-  }
-  fmt::print("verdict: {}\n", lost == 0 ? "complete" : "INCOMPLETE");
-  return lost == 0 ? kExitOk : kExitIncomplete;
+  const format::LossTally tally = format::TallyLosses(outcome.losses);
+  for (const std::string& line : tally.Lines()) fmt::print("{}\n", line);
+  fmt::print("verdict: {}\n", tally.complete() ? "complete" : "INCOMPLETE");
+  return tally.complete() ? kExitOk : kExitIncomplete;
 }
 
 // Probes that did not make it are named; the session runs without them.

@@ -20,9 +20,8 @@ analysis::TraceVerdict VerdictOf(const format::TraceReader& trace) {
     verdict.complete = verdict.complete && summary.complete;
     verdict.events += summary.records_read;
     for (const auto& loss : summary.trailer.losses()) {
-      verdict.losses[fmt::format(
-          "{}/{}", format::LossSourceName(static_cast<format::LossSource>(loss.source())),
-          format::LossReasonName(static_cast<format::LossReason>(loss.reason())))] += loss.count();
+      verdict.losses.Add(static_cast<format::LossSource>(loss.source()),
+                         static_cast<format::LossReason>(loss.reason()), loss.count());
     }
     for (const std::string& problem : summary.problems) {
       verdict.problems.push_back(summary.path + ": " + problem);

@@ -4,6 +4,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "tools/tracectl/daemon_client.h"
+#include "daemon/format/loss_tally.h"
 #include "tools/tracectl/exit_codes.h"
 
 namespace loupe::tracectl {
@@ -16,13 +17,15 @@ void Print(const v1::SessionStatus& status, bool json) {
     fmt::print("{}\n", text);
     return;
   }
+  const format::LossTally tally =
+      format::TallyLosses({status.losses().begin(), status.losses().end()});
   uint64_t lost = 0;
-  for (const auto& [what, count] : status.losses()) lost += count;
+  for (const auto& [what, count] : tally.lost) lost += count;
   fmt::print("{}  {}  uid {}  targets {}  {} events  {} lost  {} segment(s)  {:.1f} MB  {}\n",
              status.session_id(), status.running() ? "running" : "ended  ", status.owner_uid(),
              fmt::join(status.targets(), ","), status.events(), lost, status.segments(),
              static_cast<double>(status.bytes_written()) / 1e6, status.output_dir());
-  for (const auto& [what, count] : status.losses()) fmt::print("    lost {} ({})\n", count, what);
+  for (const std::string& line : tally.Lines()) fmt::print("    {}\n", line);
   if (!status.last_error().empty()) fmt::print("    error: {}\n", status.last_error());
   if (status.probe_sites() != 0) fmt::print("    probe sites: {}\n", status.probe_sites());
   for (const std::string& warning : status.warnings()) fmt::print("    warning: {}\n", warning);
@@ -87,7 +90,9 @@ int RunSessionCommand(const CLI::App& app, const SessionsOptions& options) {
     absl::StatusOr<v1::SessionStatus> final_status = daemon->Detach(options.session_id);
     if (!final_status.ok()) return Fail(final_status.status());
     Print(*final_status, options.json);
-    return final_status->losses().empty() ? kExitOk : kExitIncomplete;
+    const format::LossTally tally =
+        format::TallyLosses({final_status->losses().begin(), final_status->losses().end()});
+    return tally.complete() ? kExitOk : kExitIncomplete;
   }
   const bool all = !app.got_subcommand("status") || options.session_id.empty();
   absl::StatusOr<v1::StatusResponse> response = daemon->Status(all ? "" : options.session_id);

@@ -8,6 +8,7 @@
 
 #include "daemon/base/overloaded.h"
 #include "daemon/base/status_util.h"
+#include "daemon/format/loss_tally.h"
 #include "daemon/format/record_json.h"
 #include "daemon/format/segment_reader.h"
 #include "daemon/format/trace_reader.h"
@@ -25,7 +26,7 @@ struct SegmentReport {
   std::vector<std::string> reasons;  // trailer verdict reasons, then reading problems
   uint64_t events = 0;
   std::map<std::string, uint64_t> kinds;
-  std::map<std::string, uint64_t> losses;  // "source/reason"
+  format::LossTally losses;  // the trailer's when sealed, else the Loss records read
   uint64_t first_ns = UINT64_MAX, last_ns = 0;
   std::map<uint32_t, std::string> targets;  // pid -> name
   std::string session, host;
@@ -55,6 +56,7 @@ SegmentReport VerifySegment(const std::string& path) {
   report.sequence = header.sequence();
   report.realtime_offset_ns =
       static_cast<int64_t>(header.clock().realtime_ns() - header.clock().monotonic_ns());
+  format::LossTally streamed;
   format::Record record;
   while ((*reader)->Next(&record)) {
     ++report.events;
@@ -62,10 +64,7 @@ SegmentReport VerifySegment(const std::string& path) {
     report.first_ns = std::min(report.first_ns, record.time_ns);
     report.last_ns = std::max(report.last_ns, record.time_ns);
     std::visit(Overloaded{
-                   [&](const Loss& loss) {
-                     report.losses[fmt::format("{}/{}", LossSourceName(loss.source),
-                                               LossReasonName(loss.reason))] += loss.count;
-                   },
+                   [&](const Loss& loss) { streamed.Add(loss.source, loss.reason, loss.count); },
                    [&](const ProcessInfo& process) {
                      report.targets[record.tid] = TargetName(record.tid, process);
                    },
@@ -80,6 +79,16 @@ SegmentReport VerifySegment(const std::string& path) {
                record.payload);
   }
   const format::SegmentReader& r = **reader;
+  // A sealed segment's trailer holds every loss, also those of the writer
+  // itself (a write that failed cannot leave a Loss record behind).
+  if (r.has_trailer()) {
+    for (const auto& loss : r.trailer().losses()) {
+      report.losses.Add(static_cast<LossSource>(loss.source()),
+                        static_cast<LossReason>(loss.reason()), loss.count());
+    }
+  } else {
+    report.losses = std::move(streamed);
+  }
   for (const std::string& reason : r.trailer().reasons()) report.reasons.push_back(reason);
   for (const std::string& problem : r.problems()) report.reasons.push_back(problem);
   if (r.unknown_records_skipped() > 0) {
@@ -106,7 +115,7 @@ std::string Clock(const SegmentReport& s, uint64_t monotonic_ns) {
 }
 
 void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
-  uint64_t events = 0, lost = 0;
+  uint64_t events = 0, lost = 0, cut = 0;
   for (const SegmentReport& s : segments) {
     events += s.events;
     fmt::print("{}  {}\n", s.complete ? "complete  " : "INCOMPLETE", s.path);
@@ -129,14 +138,13 @@ void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
       for (const auto& [pid, name] : s.targets) targets += fmt::format(" {}({})", pid, name);
       fmt::print("    processes:{}\n", targets);
     }
-    for (const auto& [what, count] : s.losses) {
-      fmt::print("    lost {} ({})\n", count, what);
-      lost += count;
-    }
+    for (const std::string& line : s.losses.Lines()) fmt::print("    {}\n", line);
+    for (const auto& [what, count] : s.losses.lost) lost += count;
+    for (const auto& [what, count] : s.losses.cut) cut += count;
     for (const std::string& reason : s.reasons) fmt::print("    reason: {}\n", reason);
   }
-  fmt::print("{}: {} segment(s), {} events, {} lost\n", complete ? "COMPLETE" : "INCOMPLETE",
-             segments.size(), events, lost);
+  fmt::print("{}: {} segment(s), {} events, {} lost{}\n", complete ? "COMPLETE" : "INCOMPLETE",
+             segments.size(), events, lost, cut > 0 ? fmt::format(", {} cut", cut) : "");
 }
 
 void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
@@ -161,11 +169,14 @@ void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
       out += fmt::format("{}\"{}\":{}", first ? "" : ",", kind, count);
       first = false;
     }
-    out += "},\"losses\":{";
-    first = true;
-    for (const auto& [what, count] : s.losses) {
-      out += fmt::format("{}\"{}\":{}", first ? "" : ",", what, count);
-      first = false;
+    for (const auto& [name, tally] : {std::pair{"losses", &s.losses.lost},
+                                      std::pair{"cuts", &s.losses.cut}}) {
+      out += fmt::format("}},\"{}\":{{", name);
+      first = true;
+      for (const auto& [what, count] : *tally) {
+        out += fmt::format("{}\"{}\":{}", first ? "" : ",", what, count);
+        first = false;
+      }
     }
     out += "},\"targets\":[";
     first = true;

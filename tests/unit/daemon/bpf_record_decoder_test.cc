@@ -66,6 +66,30 @@ TEST(BpfRecordDecoderTest, ExitCodesAreWhatExitWasGivenOrMinusTheSignal) {
   EXPECT_EQ(decoded(11 | 0x80), -11);  // SIGSEGV with a core dump
 }
 
+// A frame-pointer walk through code without frame pointers reads junk: the
+// user stack is cut at the first address no user frame can have.
+TEST(BpfRecordDecoderTest, UserStacksStopAtTheFirstImpossibleFrame) {
+  loupe_sched_switch record = Switch(4, 1);
+  record.frames[0] = 0x401000;
+  record.frames[1] = 0x7f00deadbeef;
+  record.frames[2] = 0x10;                   // below the first page
+  record.frames[3] = 0x4141414141414141;     // non-canonical
+  record.frames[4] = 0xffffffff81000000;     // the kernel frame
+  std::optional<OwnedEvent> event =
+      DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames) + 5 * 8));
+  ASSERT_TRUE(event);
+  EXPECT_TRUE(event->unwind_stopped);
+  ASSERT_EQ(event->UserStack().size(), 2u);
+  EXPECT_EQ(event->UserStack()[1], 0x7f00deadbeefu);
+  ASSERT_EQ(event->KernelStack().size(), 1u);
+  EXPECT_EQ(event->KernelStack()[0], 0xffffffff81000000u);
+
+  const loupe_sched_switch whole = Switch(2, 3);
+  event = DecodeBpfRecord(Bytes(whole, offsetof(loupe_sched_switch, frames) + 5 * 8));
+  ASSERT_TRUE(event);
+  EXPECT_FALSE(event->unwind_stopped);
+}
+
 TEST(BpfRecordDecoderTest, MalformedRecordsAreRefused) {
   EXPECT_FALSE(DecodeBpfRecord({}));
   const loupe_sched_switch record = Switch(2, 3);

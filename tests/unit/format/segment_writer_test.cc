@@ -143,6 +143,34 @@ TEST(SegmentWriterTest, NoEmptySegments) {
   EXPECT_TRUE(Files(dir.path()).empty());
 }
 
+// Cut content (a string or stack past its cap, a stack walk stopped at a bad
+// frame) is counted in the trailer but leaves the verdict complete; a lost
+// event does not.
+TEST(SegmentWriterTest, CutsAreCountedButOnlyLossesMakeASegmentIncomplete) {
+  for (const bool with_loss : {false, true}) {
+    testing::TempDir dir;
+    auto writer = SegmentWriter::Create(SmallFiles(dir.path()), {}, ThreadPreamble);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->Append({.time_ns = kSecond, .tid = 7, .payload = SpanEnd{.span_id = 1}}).ok());
+    for (const LossReason cut : {LossReason::kStringTruncated, LossReason::kStackTruncated,
+                                 LossReason::kUnwindStopped}) {
+      ASSERT_TRUE((*writer)->Append({.time_ns = kSecond, .payload = Loss{LossSource::kUsdt, cut, 2}}).ok());
+    }
+    if (with_loss) {
+      ASSERT_TRUE((*writer)
+                      ->Append({.time_ns = kSecond,
+                                .payload = Loss{LossSource::kSched, LossReason::kRingFull, 5}})
+                      .ok());
+    }
+    ASSERT_TRUE((*writer)->Close().ok());
+    ReadBack back = ReadAll(dir.path());
+    const v1::SegmentTrailer& trailer = back.segments["test-000000.loupe"].trailer;
+    EXPECT_EQ(trailer.losses_size(), with_loss ? 4 : 3);
+    EXPECT_EQ(trailer.verdict(), with_loss ? v1::INCOMPLETE : v1::COMPLETE);
+    EXPECT_EQ(trailer.reasons_size(), with_loss ? 1 : 0);
+  }
+}
+
 TEST(SegmentWriterTest, EvictsOldestFirstAndReportsItInTheNextSegment) {
   testing::TempDir dir;
   WriterOptions options = SmallFiles(dir.path());
