@@ -102,12 +102,15 @@ TEST_F(ShipperFixture, KeptCopiesAreMarkedAndEvictingThemIsNoLoss) {
   EXPECT_FALSE(ship::Outbox(local_.path(), true).Next(&totals).has_value());
   EXPECT_EQ(totals.segments, 0u);
 
-  // A writer that needs the room evicts the shipped copies, losing nothing.
+  // A writer that needs the room evicts the shipped copies, losing nothing
+  // (a writer of the same identity: host and writer id, as the sample's).
   format::WriterOptions options{.directory = local_.path(), .session_id = "next"};
   options.max_file_size = 64 << 10;
   options.max_total_size = 256 << 10;
   options.shipped = ship::Outbox::ReleaseShippedCopy;
-  auto writer = format::SegmentWriter::Create(options, {});
+  v1::SegmentHeader header;
+  header.set_host(testing::SampleSegments{}.host);
+  auto writer = format::SegmentWriter::Create(options, header);
   ASSERT_TRUE(writer.ok()) << writer.status();
   ASSERT_TRUE((*writer)->Close().ok());
   EXPECT_EQ((*writer)->stats().segments_evicted, 0u);
