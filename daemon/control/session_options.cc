@@ -23,6 +23,7 @@ absl::Status ApplySources(const v1::AttachRequest& request, bpf::SourceOptions* 
   }
   if (request.sample_hz() != 0) sources->sample_hz = request.sample_hz();
   if (request.ring_buffer_size() != 0) sources->ring_bytes = request.ring_buffer_size();
+  if (request.string_cap() != 0) sources->usdt_string_cap = request.string_cap();
   sources->follow_children = request.follow_children();
   return absl::OkStatus();
 }

@@ -27,6 +27,8 @@ const Binding kBindings[] = {
     {"sample_hz", "default CPU sampling frequency", nullptr, &DaemonConfig::sample_hz, 1, 10'000},
     {"ring_buffer_size", "BPF ring buffer bytes per session (a power of two)", nullptr,
      &DaemonConfig::ring_buffer_size, 4096, 1ull << 30},
+    {"string_cap", "bytes kept of a USDT string argument (longer ones are cut, and counted)",
+     nullptr, &DaemonConfig::string_cap, 16, 4096},
     {"max_file_size", "segment size limit (bytes)", nullptr, &DaemonConfig::max_file_size, 64 << 10,
      16ull << 30},
     {"max_total_size", "disk budget per output directory (bytes)", nullptr,

@@ -21,6 +21,7 @@ struct DaemonConfig {
   std::string log_level = "info";
   uint64_t sample_hz = 99;
   uint64_t ring_buffer_size = 4 << 20;
+  uint64_t string_cap = 256;
   uint64_t max_file_size = 64ull << 20;
   uint64_t max_total_size = 1ull << 30;
   uint64_t rotation_period_s = 60;

@@ -15,6 +15,7 @@ session::SessionOptions SessionDefaults(const DaemonConfig& config) {
   session::SessionOptions defaults;
   defaults.sources.sample_hz = static_cast<uint32_t>(config.sample_hz);
   defaults.sources.ring_bytes = static_cast<uint32_t>(config.ring_buffer_size);
+  defaults.sources.usdt_string_cap = static_cast<uint32_t>(config.string_cap);
   defaults.writer.directory = config.output_dir;
   defaults.writer.max_file_size = config.max_file_size;
   defaults.writer.max_total_size = config.max_total_size;

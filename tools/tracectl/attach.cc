@@ -42,6 +42,7 @@ absl::StatusOr<v1::AttachRequest> ToAttachRequest(const AttachOptions& o) {
   request.set_sample_event(o.sample_event);
   request.set_follow_children(o.follow_children);
   request.set_ring_buffer_size(o.ring_buffer_size);
+  request.set_string_cap(o.string_cap);
   request.set_offcpu_stacks(o.offcpu_stacks);
   for (const std::string& usdt : o.usdt) request.add_usdt(usdt);
   for (const std::string& uprobe : o.uprobes) request.add_uprobes(uprobe);
@@ -98,6 +99,9 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
       ->capture_default_str();
   attach->add_option("--ring-buffer-size", options.ring_buffer_size,
                      "BPF ring buffer bytes, a power of two (default 4 MiB, or louped's)");
+  attach->add_option("--string-cap", options.string_cap,
+                     "Bytes kept of a USDT (str argN) argument, 16 .. 4096 (default 256, or "
+                     "louped's); longer strings are cut and counted as cut");
   attach->add_option("--session-id", options.session_id, "Name of the session's files");
   attach->add_flag("-q,--quiet", options.quiet, "No live progress");
   attach->add_flag("--detach,--detached", options.detached,

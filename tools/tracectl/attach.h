@@ -26,6 +26,7 @@ struct AttachOptions {
   std::vector<std::string> uprobes;  // TARGET:SYMBOL...
   std::string content_policy = "names";
   uint32_t ring_buffer_size = 0;  // 0: the default (4 MiB, or louped's)
+  uint32_t string_cap = 0;        // 0: the default (256 bytes, or louped's)
   std::string session_id;
   bool quiet = false;
   bool detached = false;  // louped keeps the session after tracectl returns
