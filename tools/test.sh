@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 ./tools/build.sh
 (cd build && ctest -j2 --output-on-failure --timeout 600)
 
-# Readers of untrusted input under AddressSanitizer + UBSan, and libFuzzer.
+# Readers of untrusted input (segments, USDT notes, symbol text, control
+# requests) under AddressSanitizer + UBSan, and libFuzzer.
 if [ ! -f build-asan/CMakeCache.txt ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
@@ -16,6 +17,6 @@ if [ ! -f build-asan/CMakeCache.txt ]; then
     -DLOUPE_FUZZ_SECONDS="${LOUPE_FUZZ_SECONDS:-60}"
 fi
 cmake --build build-asan -j2 --target format_tests probes_unit_tests segment_reader_fuzz \
-  block_decoder_fuzz usdt_notes_fuzz symbols_text_fuzz symbols_unit_tests fuzz_make_seeds \
-  usdt_note_seeds symbols_text_seeds ship_unit_tests
+  block_decoder_fuzz usdt_notes_fuzz symbols_text_fuzz control_request_fuzz symbols_unit_tests \
+  fuzz_make_seeds usdt_note_seeds symbols_text_seeds ship_unit_tests
 (cd build-asan && ctest -j2 --output-on-failure --timeout 600 -L 'unit|fuzz' -E '_replay$')

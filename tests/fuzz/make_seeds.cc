@@ -1,12 +1,15 @@
 // Writes seed inputs for the fuzz targets with the real writer: whole
-// segments, cut ones, and bare event blocks.
+// segments, cut ones, and bare event blocks; and control requests as
+// tracectl sends them, good and bad.
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "daemon/format/block_encoder.h"
 #include "daemon/format/segment_writer.h"
 #include "daemon/format/wire.h"
+#include "loupe/v1/control.pb.h"
 #include "tests/support/every_kind.h"
 #include "tools/synthetic/synthetic_trace.h"
 
@@ -25,13 +28,63 @@ std::string Read(const fs::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// AttachRequests: each field set, accepted and refused values.
+void WriteControlSeeds(const fs::path& dir) {
+  v1::AttachRequest minimal;
+  minimal.add_pids(1234);
+  minimal.set_session_id("seed");
+
+  v1::AttachRequest full = minimal;
+  full.add_pids(1235);
+  for (const char* source : {"sched", "cpu", "shim"}) full.add_sources(source);
+  full.set_sample_hz(99);
+  full.set_sample_event("cycles");
+  full.set_follow_children(true);
+  full.set_output_dir("/tmp");
+  full.set_duration_ms(5'000);
+  full.set_ring_buffer_size(4 << 20);
+  full.set_offcpu_stacks("user");
+  full.add_usdt("libstdcxx:throw");
+  full.add_usdt("loupe:*(str arg2)");
+  full.add_uprobes("libc:malloc(1)%return");
+  full.add_uprobes("/usr/bin/true:main+4");
+  full.set_content_policy("full");
+  full.set_detached(true);
+
+  // One odd value each, so that every check is reached.
+  using Edit = void (*)(v1::AttachRequest&);
+  const std::pair<const char*, Edit> refusals[] = {
+      {"no_target", [](v1::AttachRequest& r) { r.clear_pids(); }},
+      {"bad_source", [](v1::AttachRequest& r) { r.add_sources("bogus"); }},
+      {"bad_event", [](v1::AttachRequest& r) { r.set_sample_event("bogus"); }},
+      {"bad_hz", [](v1::AttachRequest& r) { r.set_sample_hz(1'000'000); }},
+      {"bad_ring", [](v1::AttachRequest& r) { r.set_ring_buffer_size(12345); }},
+      {"bad_stacks", [](v1::AttachRequest& r) { r.set_offcpu_stacks("sideways"); }},
+      {"bad_policy", [](v1::AttachRequest& r) { r.set_content_policy("some"); }},
+      {"bad_duration", [](v1::AttachRequest& r) { r.set_duration_ms(UINT64_MAX); }},
+      {"bad_usdt", [](v1::AttachRequest& r) { r.add_usdt(":"); }},
+      {"bad_uprobe", [](v1::AttachRequest& r) { r.add_uprobes("%return"); }},
+      {"elsewhere", [](v1::AttachRequest& r) { r.set_output_dir("/nonexistent/loupe"); }},
+  };
+  for (const auto& [name, edit] : refusals) {
+    v1::AttachRequest request = minimal;
+    edit(request);
+    Write(dir / name, request.SerializeAsString());
+  }
+  const std::pair<const char*, const v1::AttachRequest*> seeds[] = {{"minimal", &minimal},
+                                                                    {"full", &full}};
+  for (const auto& [name, request] : seeds) Write(dir / name, request->SerializeAsString());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) return 2;
-  const fs::path segments = argv[1], blocks = argv[2];
+  if (argc != 4) return 2;
+  const fs::path segments = argv[1], blocks = argv[2], control = argv[3];
   fs::create_directories(segments);
   fs::create_directories(blocks);
+  fs::create_directories(control);
+  WriteControlSeeds(control);
   const fs::path scratch = segments / "scratch";
   fs::remove_all(scratch);
 
