@@ -248,9 +248,11 @@ size_t BlockEncoder::pending_bytes() const {
   return size;
 }
 
-void BlockEncoder::FinishBlock(std::string* frame) {
+void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
   std::string block;
   block.reserve(pending_bytes() + 64 + 16 * kMaxRecordKind);
+  // First, so that a reader finds it without walking the block.
+  if (frame_number != 0) wire::AppendVarintField(&block, layout::kFrameNumber, frame_number);
   wire::AppendVarintField(&block, layout::kBaseTime, base_time_ns_);
   wire::AppendVarintField(&block, layout::kEventCount, event_count_);
   wire::AppendVarintField(&block, layout::kFirstStringId, first_string_id_);

@@ -40,7 +40,9 @@ class BlockEncoder {
 
   // Writes the block as a serialized `Frame{events}` to *frame (replacing its
   // contents) and starts the next block. Interning carries over.
-  void FinishBlock(std::string* frame);
+  // `frame_number`: the frame's place in its file (EventBlock.frame_number);
+  // 0 writes none.
+  void FinishBlock(std::string* frame, uint64_t frame_number = 0);
 
   // Forgets interned strings and stacks: the next block starts a segment.
   void StartSegment();

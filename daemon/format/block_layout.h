@@ -16,6 +16,11 @@ inline constexpr uint32_t kFrameEvents = 2;
 inline constexpr uint32_t kFrameSymbols = 3;
 inline constexpr uint32_t kFrameTrailer = 4;
 
+// The frame number, the same field in the body of every frame after the
+// header (EventBlock, SymbolTable, SegmentTrailer, and any kind added later);
+// see SegmentHeader.numbered_frames.
+inline constexpr uint32_t kFrameNumber = 15;
+
 // EventBlock
 inline constexpr uint32_t kBaseTime = 1;
 inline constexpr uint32_t kEventCount = 2;

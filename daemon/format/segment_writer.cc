@@ -132,12 +132,14 @@ uint64_t SegmentWriter::TailReserve() const {
 // replaced by one that says so (the stacks keep their raw addresses).
 absl::Status SegmentWriter::WriteSymbols() {
   v1::SymbolTable table = symbols_();
+  table.set_frame_number(frame_number_);
   std::string frame;
   wire::AppendBytesField(&frame, layout::kFrameSymbols, table.SerializeAsString());
   compressed_.clear();
   if (absl::Status status = compressor_.Compress(frame, &compressed_); !status.ok()) return status;
   if (file_size_ + compressed_.size() + kTrailerReserve > options_.max_file_size) {
     v1::SymbolTable cut;
+    cut.set_frame_number(frame_number_);
     cut.add_notes(fmt::format("symbol table of {} addresses ({} bytes) left out: over the file "
                               "size limit",
                               table.addresses_size(), compressed_.size()));
@@ -243,6 +245,7 @@ absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
   v1::SegmentHeader header = header_template_;
   header.set_format_version(kFormatVersion);
   header.set_sequence(sequence_);
+  header.set_numbered_frames(true);
   header.mutable_clock()->set_monotonic_ns(ReadClock(CLOCK_MONOTONIC));
   header.mutable_clock()->set_realtime_ns(ReadClock(CLOCK_REALTIME));
   std::string frame;
@@ -256,6 +259,7 @@ absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
 
   fd_ = std::move(fd);
   file_size_ = compressed_.size();
+  frame_number_ = 1;
   stats_.bytes_written += file_size_;
   segment_start_ns_ = first_time_ns;
   block_start_ns_ = first_time_ns;
@@ -359,7 +363,7 @@ absl::Status SegmentWriter::Tick(uint64_t now_ns) {
 absl::Status SegmentWriter::FlushBlock() {
   const uint32_t events = encoder_.event_count();
   if (events == 0) return absl::OkStatus();
-  encoder_.FinishBlock(&frame_);
+  encoder_.FinishBlock(&frame_, frame_number_);
   compressed_.clear();
   absl::Status status = compressor_.Compress(frame_, &compressed_);
   if (status.ok()) status = WriteFrame(compressed_);
@@ -389,6 +393,7 @@ absl::Status SegmentWriter::WriteFrame(const std::string& bytes) {
     return status;
   }
   file_size_ += bytes.size();
+  ++frame_number_;  // a frame that failed was cut away: the next one takes its number
   stats_.bytes_written += bytes.size();
   return absl::OkStatus();
 }
@@ -424,6 +429,7 @@ v1::SegmentTrailer SegmentWriter::BuildTrailer() const {
     trailer.set_last_time_ns(last_time_ns_);
   }
   trailer.set_block_count(block_count_);
+  trailer.set_frame_number(frame_number_);
   trailer.set_raw_bytes(raw_bytes_);
   return trailer;
 }

@@ -161,6 +161,7 @@ class SegmentWriter {
   ScopedFd fd_;
   uint64_t sequence_ = 0;
   uint64_t file_size_ = 0;
+  uint64_t frame_number_ = 0;  // of the next frame written (the header is frame 0)
   uint64_t segment_start_ns_ = 0;
   uint64_t block_start_ns_ = 0;
   bool in_preamble_ = false;
