@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /* CPU sampling: runs on every tick of a perf event (cpu-clock by default)
  * on every CPU and records the target thread that was running, with its
- * user stack (frame pointers) and kernel stack. */
+ * user stack (frame pointers) and, unless turned off, kernel stack. */
 #include "include/common.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* Off for a caller other than root: kernel addresses defeat KASLR. */
+const volatile bool cfg_kernel_stacks = true;
 
 SEC("perf_event")
 int handle_cpu_sample(struct bpf_perf_event_data *ctx)
@@ -22,7 +25,7 @@ int handle_cpu_sample(struct bpf_perf_event_data *ctx)
 	rec->tgid = id >> 32;
 	rec->pad = 0;
 	capture_stacks(ctx, rec->frames, &rec->user_depth, &rec->kernel_depth,
-		       LOUPE_CNT_STACK_TRUNCATED_CPU, true, true);
+		       LOUPE_CNT_STACK_TRUNCATED_CPU, true, cfg_kernel_stacks);
 	size = __builtin_offsetof(struct loupe_cpu_sample, frames) +
 	       ((__u64)rec->user_depth + rec->kernel_depth) * sizeof(__u64);
 	fill_header(&rec->hdr, LOUPE_REC_CPU_SAMPLE, size);

@@ -137,6 +137,7 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
 absl::Status Sources::OpenSampling(const SourceOptions& options) {
   absl::StatusOr<ProfileSkeleton> profile = ProfileSkeleton::Open("profile");
   if (!profile.ok()) return profile.status();
+  (*profile)->rodata->cfg_kernel_stacks = options.cpu_kernel_stacks;
   if (absl::Status status = ShareSessionMaps(SessionMapsOf(objects_->sched->get()),
                                               {(*profile)->maps.events,
                                                (*profile)->maps.target_tgids,

@@ -33,6 +33,10 @@ struct SourceOptions {
   bool follow_children = false;
   bool offcpu_user_stacks = true;  // stacks of target threads at switch-out
   bool offcpu_kernel_stacks = true;
+  // Kernel frames in CPU samples. Kernel addresses defeat KASLR: off for a
+  // caller other than root (control/session_options.cc), as
+  // kptr_restrict/perf_event_paranoid would deny them to that caller.
+  bool cpu_kernel_stacks = true;
   uint32_t ring_bytes = 4 << 20;  // a power of two, at least one page
   // Bytes kept of each USDT string argument; longer strings are cut (and
   // counted as cut, which is not a loss).

@@ -4,11 +4,14 @@
 #include <grpcpp/server_posix.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <vector>
@@ -25,6 +28,43 @@ const char* FileType(mode_t mode) {
   if (S_ISFIFO(mode)) return "FIFO";
   if (S_ISCHR(mode) || S_ISBLK(mode)) return "device";
   return "file that is not a socket";
+}
+
+// Connections go to gRPC on fd numbers from [kFdWindowStart, end) in turn,
+// `end` at most kFdWindowStart + kFdWindowSize and within RLIMIT_NOFILE.
+constexpr int kFdWindowStart = 256;
+constexpr int kFdWindowSize = 4096;
+
+// One louped per socket path: an exclusive lock on `<path>.lock`, holding
+// the pid of the louped that has it. Without it, a louped that has bound
+// the path but does not listen yet looks stale to a second one starting at
+// the same moment, which would remove its socket.
+absl::StatusOr<ScopedFd> LockSocketPath(const std::string& path) {
+  const std::string lock_path = path + ".lock";
+  ScopedFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!lock.valid()) return ErrnoStatus("open lock file", lock_path);
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return ErrnoStatus("lock", lock_path);
+    char text[32] = {};
+    std::string holder = "another process";
+    if (const ssize_t n = ::pread(lock.get(), text, sizeof text - 1, 0); n > 0) {
+      int pid = 0;
+      const char* end = text + n;
+      if (auto [at, ec] = std::from_chars(text, end, pid); ec == std::errc() && pid > 0) {
+        holder = fmt::format("pid {}", pid);
+      }
+    }
+    return absl::AlreadyExistsError(fmt::format(
+        "socket = '{}': a louped already answers there or is starting ({} holds {}); not "
+        "starting a second one (stop it first, or give this one another socket path)",
+        path, holder, lock_path));
+  }
+  const std::string pid = fmt::format("{}\n", ::getpid());
+  if (::ftruncate(lock.get(), 0) != 0 ||
+      ::pwrite(lock.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    return ErrnoStatus("write pid to", lock_path);
+  }
+  return lock;
 }
 
 // What is at `path` may go only if it is a socket nobody listens on: a live
@@ -68,6 +108,8 @@ absl::StatusOr<std::unique_ptr<PeerListener>> PeerListener::Listen(const std::st
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
   path.copy(address.sun_path, path.size());
+  absl::StatusOr<ScopedFd> lock = LockSocketPath(path);
+  if (!lock.ok()) return lock.status();
   if (absl::Status status = ClearStaleSocket(path, address); !status.ok()) return status;
   ScopedFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return ErrnoStatus("socket", path);
@@ -84,7 +126,7 @@ absl::StatusOr<std::unique_ptr<PeerListener>> PeerListener::Listen(const std::st
   }
   if (::listen(fd.get(), 64) != 0) return ErrnoStatus("listen", path);
   return std::unique_ptr<PeerListener>(
-      new PeerListener(path, std::move(fd), bound.st_dev, bound.st_ino));
+      new PeerListener(path, *std::move(lock), std::move(fd), bound.st_dev, bound.st_ino));
 }
 
 PeerListener::~PeerListener() { Stop(); }
@@ -97,10 +139,33 @@ void PeerListener::Serve(grpc::Server* server) {
   thread_ = std::thread([this, server] { AcceptLoop(server); });
 }
 
+int PeerListener::Renumber(int connection) {
+  rlimit limit{};
+  const int cap = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 1u << 30
+                      ? static_cast<int>(limit.rlim_cur)
+                      : 1 << 20;
+  const int start = std::min(kFdWindowStart, cap / 2);
+  const int end = std::min(cap, start + kFdWindowSize);
+  if (end - start < 2) return connection;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (next_fd_ < start || next_fd_ >= end) next_fd_ = start;
+    const int moved = ::fcntl(connection, F_DUPFD_CLOEXEC, next_fd_);
+    if (moved >= 0 && moved < end) {
+      ::close(connection);
+      next_fd_ = moved + 1;
+      return moved;
+    }
+    if (moved >= 0) ::close(moved);
+    next_fd_ = start;  // past the window's end: around again
+  }
+  return connection;  // the window is full: the lowest number it is
+}
+
 void PeerListener::Accept(grpc::Server* server) {
   // gRPC drives the connection with its own poller: it must not block.
-  const int connection = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (connection < 0) return;
+  const int accepted = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (accepted < 0) return;
+  const int connection = Renumber(accepted);
   ucred credentials{};
   socklen_t size = sizeof credentials;
   if (::getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
@@ -108,12 +173,20 @@ void PeerListener::Accept(grpc::Server* server) {
     return;
   }
   ScopedFd watch(::fcntl(connection, F_DUPFD_CLOEXEC, 0));
+  std::optional<uint64_t> replaced;
   {
-    // The fd number is reused once gRPC closes a connection: overwrite.
+    // The number was gRPC's for an earlier connection, closed since. If its
+    // hang-up has not been reported yet, it is now, before the entry goes:
+    // its sessions must not outlive it unnoticed.
     std::lock_guard<std::mutex> lock(mutex_);
+    auto it = peers_.find(connection);
+    if (it != peers_.end() && it->second.watch.valid()) {
+      replaced = it->second.credentials.connection;
+    }
     peers_[connection] = {{credentials.pid, credentials.uid, credentials.gid, next_connection_++},
                           std::move(watch)};
   }
+  if (replaced && on_closed_) on_closed_(*replaced);
   grpc::AddInsecureChannelFromFd(server, connection);
 }
 
@@ -165,6 +238,9 @@ void PeerListener::Stop() {
       ::unlink(path_.c_str());
     }
   }
+  // The lock goes last, once the socket is gone; its file stays (removing
+  // it would let two loupeds lock two different files of one name).
+  lock_.Reset();
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [key, peer] : peers_) peer.watch.Reset();
 }

@@ -5,6 +5,17 @@
 // The listener also watches each connection for its client going away
 // (a duplicate of the socket polled for hang-up), so a session can end with
 // the client that attached it.
+//
+// Credentials by fd number have one residual risk: gRPC may run a call it
+// read from a connection after that connection closed, and once the number
+// is reused the call would be answered with the new connection's
+// credentials. Connections are therefore handed to gRPC on fd numbers taken
+// in turn from a window, not the lowest free one, so a number comes back
+// only after the whole window has been used; and a new connection on a
+// number still in the table ends the old one's sessions first. A call that
+// waits in gRPC's queue while a whole window of connections comes and goes
+// can still be misattributed: gRPC's "fd:N" peer name carries nothing more
+// to tell them apart.
 #ifndef LOUPE_DAEMON_CONTROL_PEER_LISTENER_H_
 #define LOUPE_DAEMON_CONTROL_PEER_LISTENER_H_
 
@@ -34,9 +45,13 @@ struct PeerCredentials {
 
 class PeerListener {
  public:
-  // Binds `path`, mode 0660, group `gid` if set. Refuses when a louped
-  // answers there already, or when something other than a socket is there;
-  // removes only a stale socket (one nobody listens on).
+  // Binds `path`, mode 0660, group `gid` if set. First takes an exclusive
+  // lock on `<path>.lock` (holding louped's pid), held for the listener's
+  // life: a louped that holds it, even one that has bound but not yet
+  // listens, makes this one refuse, so it never removes a starting
+  // louped's socket. Then refuses when a louped answers there already, or
+  // when something other than a socket is there; removes only a stale
+  // socket (one nobody listens on).
   static absl::StatusOr<std::unique_ptr<PeerListener>> Listen(const std::string& path,
                                                               std::optional<gid_t> gid);
   ~PeerListener();
@@ -56,12 +71,15 @@ class PeerListener {
     PeerCredentials credentials;
     ScopedFd watch;  // a duplicate, polled for the client hanging up
   };
-  PeerListener(std::string path, ScopedFd fd, dev_t dev, ino_t ino)
-      : path_(std::move(path)), fd_(std::move(fd)), dev_(dev), ino_(ino) {}
+  PeerListener(std::string path, ScopedFd lock, ScopedFd fd, dev_t dev, ino_t ino)
+      : path_(std::move(path)), lock_(std::move(lock)), fd_(std::move(fd)), dev_(dev), ino_(ino) {}
+  // Moves an accepted connection to the next fd number of the window.
+  int Renumber(int connection);
   void AcceptLoop(grpc::Server* server);
   void Accept(grpc::Server* server);
 
   std::string path_;
+  ScopedFd lock_;  // flock'ed <path>.lock, released last
   ScopedFd fd_;
   dev_t dev_;  // of the socket file we bound: Stop removes only that
   ino_t ino_;
@@ -69,6 +87,7 @@ class PeerListener {
   std::thread thread_;
   std::function<void(uint64_t)> on_closed_;
   uint64_t next_connection_ = 1;  // the accept thread's
+  int next_fd_ = -1;               // the accept thread's: where Renumber looks next
   mutable std::mutex mutex_;
   std::map<int, Connection> peers_;  // by the fd gRPC serves the connection on
 };

@@ -15,7 +15,8 @@ class EngineSession final : public ManagedSession {
  public:
   explicit EngineSession(std::unique_ptr<session::Session> session)
       : session_(std::move(session)) {}
-  absl::Status Stop() override { return session_->Stop(); }
+  absl::Status Stop(Deadline deadline) override { return session_->Stop(deadline); }
+  void Hurry(Deadline deadline) override { session_->Hurry(deadline); }
   bool Finished() override { return session_->WaitFinished(0); }
   session::SessionStats stats() const override { return session_->stats(); }
 
@@ -59,9 +60,17 @@ absl::StatusOr<v1::AttachResponse> SessionManager::Attach(const v1::AttachReques
     if (sessions_.contains(id)) {
       return absl::AlreadyExistsError(fmt::format("a session named {} exists already", id));
     }
+    if (absl::Status status = CheckSessionLimit(caller); !status.ok()) return status;
+    const uint64_t connection = request.detached() ? 0 : caller.connection;
+    // The client hung up before this call got here: its session would
+    // never be orphaned (that news came and went), so it is not started.
+    if (connection != 0 && closed_.contains(connection)) {
+      return absl::UnavailableError(
+          "the client's connection closed before its session could start; not starting it");
+    }
     Entry& entry = sessions_[id];
     entry.owner = caller.uid;
-    entry.connection = request.detached() ? 0 : caller.connection;
+    entry.connection = connection;
   }
   auto forget = [this, &id] {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -86,18 +95,20 @@ absl::StatusOr<v1::AttachResponse> SessionManager::Attach(const v1::AttachReques
   std::shared_ptr<ManagedSession> session = *std::move(started);
   const session::SessionStats stats = session->stats();
   bool end_now = false;
+  ManagedSession::Deadline deadline = ManagedSession::Deadline::max();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Entry& entry = sessions_.at(id);
     entry.session = session;
     entry.state = State::kRunning;
     end_now = shutting_down_ || entry.orphaned;
+    deadline = shutdown_deadline_;
   }
   log_->info("session {}: attached for uid {} (pid {}){}", id, caller.uid, caller.pid,
              request.detached() ? ", detached from its client" : "");
   if (end_now) {
     // Shutdown began, or the client went away, while it started.
-    absl::StatusOr<Ended> ended = End(id, "its start outlived its client or louped");
+    absl::StatusOr<Ended> ended = End(id, "its start outlived its client or louped", deadline);
     return absl::UnavailableError(
         fmt::format("session {}: ended as soon as it started (louped is shutting down, or the "
                     "client went away){}",
@@ -113,8 +124,21 @@ absl::StatusOr<v1::AttachResponse> SessionManager::Attach(const v1::AttachReques
   return response;
 }
 
+absl::Status SessionManager::CheckSessionLimit(const PeerCredentials& caller) const {
+  if (caller.uid == 0) return absl::OkStatus();
+  size_t owned = 0;
+  for (const auto& [id, entry] : sessions_) {
+    owned += entry.owner == caller.uid && entry.state != State::kEnded;
+  }
+  if (owned < options_.max_sessions_per_user) return absl::OkStatus();
+  return absl::ResourceExhaustedError(fmt::format(
+      "uid {} has {} sessions already, louped's max_sessions_per_user; detach one first",
+      caller.uid, owned));
+}
+
 absl::StatusOr<SessionManager::Ended> SessionManager::End(const std::string& id,
-                                                          std::string_view why) {
+                                                          std::string_view why,
+                                                          ManagedSession::Deadline deadline) {
   std::shared_ptr<ManagedSession> session;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -133,11 +157,13 @@ absl::StatusOr<SessionManager::Ended> SessionManager::End(const std::string& id,
         session = entry.session;
         break;
       }
-      changed_.wait(lock);  // another caller is stopping it
+      // Another caller is stopping it: no later than this one may wait.
+      if (entry.session) entry.session->Hurry(deadline);
+      changed_.wait(lock);
     }
   }
   log_->info("session {}: ending ({})", id, why);
-  const absl::Status stopped = session->Stop();
+  const absl::Status stopped = session->Stop(deadline);
   Ended ended{session->stats(), stopped};
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -204,6 +230,13 @@ void SessionManager::Reap() {
 void SessionManager::ConnectionClosed(uint64_t connection) {
   if (connection == 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_.insert(connection).second) {
+    closed_order_.push_back(connection);
+    while (closed_order_.size() > options_.closed_connections_kept) {
+      closed_.erase(closed_order_.front());
+      closed_order_.pop_front();
+    }
+  }
   bool any = false;
   for (auto& [id, entry] : sessions_) {
     if (entry.connection != connection || entry.state == State::kEnded) continue;
@@ -263,11 +296,12 @@ absl::StatusOr<std::vector<v1::SessionStatus>> SessionManager::Status(
   return out;
 }
 
-void SessionManager::StopAll() {
+void SessionManager::StopAll(ManagedSession::Deadline deadline) {
   std::vector<std::string> running;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     shutting_down_ = true;
+    shutdown_deadline_ = std::min(shutdown_deadline_, deadline);
     changed_.notify_all();
     for (const auto& [id, entry] : sessions_) {
       if (entry.state == State::kRunning || entry.state == State::kStopping) running.push_back(id);
@@ -276,7 +310,8 @@ void SessionManager::StopAll() {
   // In parallel: one session slow to seal does not hold up the others.
   std::vector<std::thread> stoppers;
   for (const std::string& id : running) {
-    stoppers.emplace_back([this, id] { End(id, "louped is stopping").IgnoreError(); });
+    stoppers.emplace_back(
+        [this, id, deadline] { End(id, "louped is stopping", deadline).IgnoreError(); });
   }
   for (std::thread& stopper : stoppers) stopper.join();
   // Sessions still starting are ended by their Attach once started.

@@ -8,7 +8,8 @@
 // (duration, targets gone: a reaper notices), or when the connection of the
 // client that attached it closes, unless it was attached detached on
 // purpose. An ended session is dropped at once, keeping only its final
-// figures; the most recent `max_ended` of those stay listed.
+// figures; the most recent `max_ended` of those stay listed. A caller other
+// than root may have `max_sessions_per_user` sessions at once.
 #ifndef LOUPE_DAEMON_CONTROL_SESSION_MANAGER_H_
 #define LOUPE_DAEMON_CONTROL_SESSION_MANAGER_H_
 
@@ -16,10 +17,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,9 +38,13 @@ namespace loupe::control {
 // session::Session; tests use fakes to make a start or stop slow or fail.
 class ManagedSession {
  public:
+  using Deadline = std::chrono::steady_clock::time_point;
   virtual ~ManagedSession() = default;
-  // Ends it and seals its trace; called once.
-  virtual absl::Status Stop() = 0;
+  // Ends it and seals its trace, waiting for its last symbols until
+  // `deadline` at most (shutdown); called once.
+  virtual absl::Status Stop(Deadline deadline) = 0;
+  // Another thread is in Stop: shorten its wait to `deadline` if it can.
+  virtual void Hurry(Deadline /*deadline*/) {}
   // True once it has ended by itself (duration, every target gone).
   virtual bool Finished() = 0;
   virtual session::SessionStats stats() const = 0;
@@ -52,6 +59,11 @@ SessionStarter EngineSessions(std::shared_ptr<spdlog::logger> log);
 struct SessionManagerOptions {
   session::SessionOptions defaults;  // everything a request leaves unset
   size_t max_ended = 64;             // final figures kept of ended sessions
+  // Sessions starting, running or stopping at once per uid; root is exempt.
+  size_t max_sessions_per_user = 8;
+  // Connection ids of recently closed clients remembered, for an Attach
+  // whose client hung up before the session was reserved.
+  size_t closed_connections_kept = 4096;
   std::chrono::milliseconds reap_interval{200};
 };
 
@@ -74,8 +86,9 @@ class SessionManager {
   // `detached` end (soon, on the reaper's thread).
   void ConnectionClosed(uint64_t connection);
   // Refuses new sessions and ends every session, sealing its trace (daemon
-  // shutdown); returns once none runs.
-  void StopAll();
+  // shutdown); returns once none runs. Sessions wait for their last symbols
+  // until `deadline` at most, so they seal before louped's watchdog fires.
+  void StopAll(ManagedSession::Deadline deadline = ManagedSession::Deadline::max());
   // Sessions starting, running or stopping: what shutdown still waits for.
   std::vector<std::string> Unfinished() const;
 
@@ -99,9 +112,11 @@ class SessionManager {
 
   // Ends session `id` unless it has ended already (then its final figures);
   // concurrent callers wait for the one that stops it.
-  absl::StatusOr<Ended> End(const std::string& id, std::string_view why);
+  absl::StatusOr<Ended> End(const std::string& id, std::string_view why,
+                            ManagedSession::Deadline deadline = ManagedSession::Deadline::max());
   void Reap();
   void ForgetOldestEnded();  // with mutex_ held
+  absl::Status CheckSessionLimit(const PeerCredentials& caller) const;  // with mutex_ held
   absl::Status CheckOwner(const Entry& entry, const std::string& id,
                           const PeerCredentials& caller) const;
   static v1::SessionStatus ToProto(const session::SessionStats& stats, uid_t owner);
@@ -116,6 +131,11 @@ class SessionManager {
   uint64_t next_id_ = 1;
   uint64_t ended_count_ = 0;
   bool shutting_down_ = false;
+  ManagedSession::Deadline shutdown_deadline_ = ManagedSession::Deadline::max();
+  // Recently closed connections, oldest first (bounded): a hang-up handled
+  // before its Attach reserved an entry is still found by that Attach.
+  std::set<uint64_t> closed_;
+  std::deque<uint64_t> closed_order_;
   std::thread reaper_;
 };
 

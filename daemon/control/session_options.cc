@@ -1,6 +1,7 @@
 #include "daemon/control/session_options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <string>
@@ -48,6 +49,36 @@ std::optional<Credentials> CallerFileRights(const AttachCaller& caller) {
   return PeerCredentialsOf(static_cast<pid_t>(caller.pid), caller.uid, caller.gid);
 }
 
+// What louped grants a caller other than root of its own resources and of
+// the kernel's secrets. In tracectl's embedded mode the session runs with
+// the caller's own privileges, so nothing is withheld.
+absl::Status LimitUnprivileged(const session::SessionOptions& defaults,
+                               const v1::AttachRequest& request, const AttachCaller& caller,
+                               session::SessionOptions* options) {
+  if (caller.in_process || caller.uid == 0) return absl::OkStatus();
+  // The ring is locked kernel memory: no larger than louped's own setting.
+  if (options->sources.ring_bytes > defaults.sources.ring_bytes) {
+    return absl::PermissionDeniedError(fmt::format(
+        "ring_buffer_size = {} is above louped's ring_buffer_size = {}, the most a caller other "
+        "than root (uid {}) may ask for",
+        request.ring_buffer_size(), defaults.sources.ring_bytes, caller.uid));
+  }
+  // Kernel addresses defeat KASLR; kptr_restrict and perf_event_paranoid
+  // would deny them to this caller, so louped does not hand them out either.
+  std::vector<std::string> dropped;
+  if (options->sources.offcpu_kernel_stacks) dropped.push_back("off-CPU");
+  if (options->sources.cpu && options->sources.cpu_kernel_stacks) dropped.push_back("CPU sample");
+  options->sources.offcpu_kernel_stacks = false;
+  options->sources.cpu_kernel_stacks = false;
+  if (!dropped.empty()) {
+    options->notes.push_back(fmt::format(
+        "kernel stacks are off for a caller other than root (uid {}): {} stacks keep only their "
+        "user frames (kernel addresses would reveal the kernel's layout)",
+        caller.uid, fmt::join(dropped, " and ")));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 session::SessionOptions EmbeddedDefaults() {
@@ -64,6 +95,9 @@ absl::StatusOr<session::SessionOptions> BuildSessionOptions(const session::Sessi
   options.caller_pid = caller.pid;
   options.caller_uid = caller.uid;
   if (absl::Status status = ApplySources(request, &options.sources); !status.ok()) return status;
+  if (absl::Status status = LimitUnprivileged(defaults, request, caller, &options); !status.ok()) {
+    return status;
+  }
   const std::vector<std::string> usdt(request.usdt().begin(), request.usdt().end());
   const std::vector<std::string> uprobes(request.uprobes().begin(), request.uprobes().end());
   if (absl::Status status = probes::ParseProbeRequests(usdt, uprobes, &options.probes);

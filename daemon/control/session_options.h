@@ -32,7 +32,9 @@ session::SessionOptions EmbeddedDefaults();
 
 // `defaults` with every field the request sets applied on top, for
 // `caller`, then validated (session::ValidateSessionOptions): an error names
-// the request field or config key and what is allowed. The request must
+// the request field or config key and what is allowed. A caller other than
+// root (outside its own process) gets no larger ring than the defaults' and
+// no kernel stacks (said in the options' notes). The request must
 // name the session (session_id): the caller picks the name, since only it
 // knows which names are taken.
 absl::StatusOr<session::SessionOptions> BuildSessionOptions(const session::SessionOptions& defaults,

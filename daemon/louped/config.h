@@ -20,7 +20,8 @@ struct DaemonConfig {
   std::string output_dir = "/var/lib/loupe/traces";
   std::string log_level = "info";
   uint64_t sample_hz = 99;
-  uint64_t ring_buffer_size = 4 << 20;
+  uint64_t ring_buffer_size = 4 << 20;  // also the most a caller other than root may ask for
+  uint64_t max_sessions_per_user = 8;   // at once, per caller other than root
   uint64_t string_cap = 256;
   uint64_t max_file_size = 64ull << 20;
   uint64_t max_total_size = 1ull << 30;

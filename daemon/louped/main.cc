@@ -99,7 +99,10 @@ int Run(const DaemonConfig& config, const std::shared_ptr<spdlog::logger>& log,
     }
     shipper = *std::move(started);
   }
-  loupe::control::SessionManager sessions({.defaults = loupe::louped::SessionDefaults(config)}, log);
+  loupe::control::SessionManager sessions(
+      {.defaults = loupe::louped::SessionDefaults(config),
+       .max_sessions_per_user = static_cast<size_t>(config.max_sessions_per_user)},
+      log);
   (*listener)->OnConnectionClosed(
       [&sessions](uint64_t connection) { sessions.ConnectionClosed(connection); });
   watchdog.SetPending([&sessions] { return sessions.Unfinished(); });
@@ -134,7 +137,11 @@ int Run(const DaemonConfig& config, const std::shared_ptr<spdlog::logger>& log,
   watchdog.Phase("closing the control socket");
   (*listener)->Stop();
   watchdog.Phase("sealing sessions");
-  sessions.StopAll();
+  // Symbols are waited for until shortly before the watchdog, leaving time
+  // to seal (and exit) whatever is still unresolved.
+  const auto seal_margin = std::min<std::chrono::steady_clock::duration>(
+      std::chrono::seconds(3), std::chrono::seconds(config.shutdown_timeout_s) / 5);
+  sessions.StopAll(watchdog.deadline() - seal_margin);
   watchdog.Phase("finishing control calls");
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (shipper) {
@@ -214,11 +221,18 @@ int main(int argc, char** argv) {
   setenv("LOUPE_PROC_ROOT", config->proc_root.c_str(), 1);
   auto log = spdlog::stderr_color_mt("louped");
   log->set_level(spdlog::level::from_str(config->log_level));
+  // Parts without a logger of their own (the symbolizer) log through the default.
+  spdlog::set_default_logger(log);
   libbpf_log = log.get();
   libbpf_set_print(ForwardLibbpf);
   int status = 0;
   {
-    loupe::louped::ShutdownWatchdog watchdog(std::chrono::seconds(config->shutdown_timeout_s), log);
+    // The watchdog's report and hard exit take `grace` at most: both fit
+    // in shutdown_timeout_s.
+    const std::chrono::milliseconds timeout = std::chrono::seconds(config->shutdown_timeout_s);
+    const std::chrono::milliseconds grace = std::min<std::chrono::milliseconds>(
+        std::chrono::seconds(1), timeout / 5);
+    loupe::louped::ShutdownWatchdog watchdog(timeout - grace, log, {}, grace);
     status = Run(*config, log, watchdog);
   }
   libbpf_log = nullptr;

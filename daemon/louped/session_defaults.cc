@@ -1,8 +1,15 @@
 #include "daemon/louped/session_defaults.h"
 
 #include <fmt/format.h>
+#include <grp.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "daemon/base/status_util.h"
@@ -22,6 +29,11 @@ session::SessionOptions SessionDefaults(const DaemonConfig& config) {
   defaults.writer.rotation_period_ns = config.rotation_period_s * 1'000'000'000;
   defaults.reorder_window_ns = config.reorder_window_ms * 1'000'000;
   defaults.drain_interval_ns = config.drain_interval_ms * 1'000'000;
+  // A session that ends by itself just before a SIGTERM is past its Stop
+  // deadline already (its wait has begun): half the shutdown budget at
+  // most, so it still seals before the watchdog.
+  defaults.symbol_wait_ns =
+      std::min<uint64_t>(defaults.symbol_wait_ns, config.shutdown_timeout_s * 500'000'000);
   if (config.keep_shipped != 0) defaults.writer.shipped = ship::Outbox::ReleaseShippedCopy;
   // One budget per directory for all of this louped's sessions (the
   // manager keeps these defaults, so the registry lives as long as it), and
@@ -45,11 +57,32 @@ absl::Status CheckEffectiveConfig(const DaemonConfig& config) {
         "caller's)",
         config.output_dir));
   }
-  std::error_code error;
-  if (std::filesystem::exists(config.output_dir, error) &&
-      !std::filesystem::is_directory(config.output_dir, error)) {
+  // Missing is fine (louped makes it); anything else stat says is not.
+  struct stat st;
+  if (::stat(config.output_dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) {
+      return absl::InvalidArgumentError(fmt::format("output_dir = '{}': {}", config.output_dir,
+                                                    std::strerror(errno)));
+    }
+  } else if (!S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(
         fmt::format("output_dir = '{}': exists and is not a directory", config.output_dir));
+  }
+  // What startup refuses (exit 2), --check-config refuses too.
+  if (!config.socket_group.empty() && ::getgrnam(config.socket_group.c_str()) == nullptr) {
+    return absl::InvalidArgumentError(
+        fmt::format("socket_group = '{}': no such group", config.socket_group));
+  }
+  // Every attach reads targets there: it must be a procfs.
+  struct statfs fs;
+  if (::statfs(config.proc_root.c_str(), &fs) != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("proc_root = '{}': {}", config.proc_root, std::strerror(errno)));
+  }
+  if (fs.f_type != PROC_SUPER_MAGIC) {
+    return absl::InvalidArgumentError(fmt::format(
+        "proc_root = '{}': not a procfs (mount the host's /proc there, or leave it /proc)",
+        config.proc_root));
   }
   // The settings through the builder every attach goes through: a request
   // naming only a pid (a placeholder: nothing is resolved) from root.

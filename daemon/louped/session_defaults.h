@@ -14,8 +14,9 @@ namespace loupe::louped {
 session::SessionOptions SessionDefaults(const DaemonConfig& config);
 
 // OK when an attach naming nothing but a pid would be accepted with these
-// settings, and louped could serve them; else the first problem, naming its
-// config key.
+// settings, and louped could serve them (its socket group exists, proc_root
+// is a procfs, output_dir is a directory or can be made); else the first
+// problem, naming its config key. --check-config and startup both use it.
 absl::Status CheckEffectiveConfig(const DaemonConfig& config);
 
 }  // namespace loupe::louped

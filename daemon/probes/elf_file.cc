@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -42,8 +43,16 @@ ElfFile::ElfFile(std::string path, ScopedFd fd, Elf* elf)
 
 absl::StatusOr<std::unique_ptr<ElfFile>> ElfFile::Open(const std::string& path) {
   elf_version(EV_CURRENT);
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO (or a device) named by a request must not hold the
+  // session's start until someone writes to it; only a regular file is read.
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("open", path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not a regular file, so not an executable or library to probe", path));
+  }
   Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);
   if (elf == nullptr) {
     return absl::InvalidArgumentError(fmt::format("{}: {}", path, elf_errmsg(-1)));

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "daemon/base/proc_root.h"
@@ -13,9 +14,6 @@
 
 namespace loupe::session {
 namespace {
-
-// How long the end of a session waits for the last segment's symbols.
-constexpr uint64_t kSymbolWaitNs = 30'000'000'000;
 
 uint64_t MonotonicNow() {
   timespec ts;
@@ -67,6 +65,12 @@ v1::SegmentHeader Session::Header() const {
   config["sources"] = fmt::format("{}", fmt::join(sources, ","));
   config["sample_hz"] = std::to_string(options_.sources.sample_hz);
   config["follow_children"] = options_.sources.follow_children ? "true" : "false";
+  // Which stacks carry kernel frames (none for a caller other than root).
+  std::vector<std::string> kernel_stacks;
+  if (options_.sources.cpu_kernel_stacks) kernel_stacks.push_back("cpu");
+  if (options_.sources.offcpu_kernel_stacks) kernel_stacks.push_back("offcpu");
+  config["kernel_stacks"] =
+      kernel_stacks.empty() ? "none" : fmt::format("{}", fmt::join(kernel_stacks, ","));
   config["targets"] = fmt::format("{}", fmt::join(options_.pids, ","));
   config["ring_buffer_size"] = std::to_string(options_.sources.ring_bytes);
   config["reorder_window_ns"] = std::to_string(options_.reorder_window_ns);
@@ -122,7 +126,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   // Tracing starts now: a duration counts from here, not from the loading before.
   session->start_ns_ = MonotonicNow();
   std::vector<std::string>& warnings = session->stats_.warnings;
-  warnings = targets->notes();
+  warnings = o.notes;
+  warnings.insert(warnings.end(), targets->notes().begin(), targets->notes().end());
   warnings.insert(warnings.end(), session->plan_.warnings.begin(), session->plan_.warnings.end());
   warnings.insert(warnings.end(), session->source_->warnings().begin(),
                   session->source_->warnings().end());
@@ -185,7 +190,7 @@ void Session::Run() {
   // perf events go now, not when the session object is dropped.
   source_.reset();
   capture_.reset();
-  absl::Status closed = pipeline_->Close(kSymbolWaitNs);
+  absl::Status closed = pipeline_->Close(SymbolWaitNs());
   PublishStats();
   pipeline_.reset();  // the writer, the symbolizer thread, pending events
   std::lock_guard<std::mutex> lock(mutex_);
@@ -233,7 +238,32 @@ void Session::PublishStats() {
   stats_.segments = now.segments;
 }
 
-absl::Status Session::Stop() {
+uint64_t Session::SymbolWaitNs() const {
+  const int64_t deadline = symbol_deadline_ns_.load();
+  if (deadline == INT64_MAX) return options_.symbol_wait_ns;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  const uint64_t left = deadline > now ? static_cast<uint64_t>(deadline - now) : 0;
+  if (left < options_.symbol_wait_ns) {
+    log_->info("session {}: waiting {} ms at most for the last symbols (shutdown deadline)",
+               options_.writer.session_id, left / 1'000'000);
+  }
+  return std::min(left, options_.symbol_wait_ns);
+}
+
+void Session::Hurry(Deadline symbol_deadline) {
+  if (symbol_deadline == Deadline::max()) return;
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         symbol_deadline.time_since_epoch())
+                         .count();
+  int64_t current = symbol_deadline_ns_.load();
+  while (ns < current && !symbol_deadline_ns_.compare_exchange_weak(current, ns)) {
+  }
+}
+
+absl::Status Session::Stop(Deadline symbol_deadline) {
+  Hurry(symbol_deadline);
   stop_requested_ = true;
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mutex_);

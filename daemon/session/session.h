@@ -10,6 +10,7 @@
 #include <spdlog/logger.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -45,6 +46,12 @@ struct SessionOptions {
   uint64_t drain_interval_ns = 10'000'000;
   // Also keep the drained ring bytes here (ring_capture.h), to replay later.
   std::string ring_capture_path;
+  // At the session's end, how long the last segment waits for its symbols
+  // at most (a Stop deadline can shorten it; see Session::Stop).
+  uint64_t symbol_wait_ns = 30'000'000'000;
+  // What the options builder changed of the request, said to the caller
+  // among the session's warnings (e.g. kernel stacks off for non-root).
+  std::vector<std::string> notes;
 };
 
 absl::Status ValidateSessionOptions(const SessionOptions& options);
@@ -71,8 +78,15 @@ class Session {
                                                         std::shared_ptr<spdlog::logger> log);
   ~Session();
 
-  // Detaches, drains what is left, seals the last segment. Idempotent.
-  absl::Status Stop();
+  using Deadline = std::chrono::steady_clock::time_point;
+  // Detaches, drains what is left, seals the last segment. Idempotent. The
+  // last segment waits for its symbols until `symbol_deadline` at most
+  // (and never longer than options.symbol_wait_ns): louped's shutdown
+  // passes what is left of its budget, so sealing ends before the watchdog.
+  absl::Status Stop(Deadline symbol_deadline = Deadline::max());
+  // Shortens the symbol wait of an end already asked for (by another
+  // thread's Stop) to `symbol_deadline`, if the wait has not begun yet.
+  void Hurry(Deadline symbol_deadline);
   // Asks the session to end without waiting for it (see WaitFinished).
   void RequestStop() { stop_requested_ = true; }
   // Blocks until the session ends by itself (duration, targets gone) or
@@ -87,6 +101,7 @@ class Session {
   void Run();
   void Cycle(bool final);
   void PublishStats();
+  uint64_t SymbolWaitNs() const;
 
   SessionOptions options_;
   std::shared_ptr<spdlog::logger> log_;
@@ -101,6 +116,8 @@ class Session {
 
   std::thread thread_;
   std::atomic<bool> stop_requested_ = false;
+  // steady_clock nanoseconds; the latest moment the last seal may wait for symbols.
+  std::atomic<int64_t> symbol_deadline_ns_ = INT64_MAX;
   mutable std::mutex mutex_;  // guards stats_ and finished_
   std::condition_variable finished_changed_;
   bool finished_ = false;

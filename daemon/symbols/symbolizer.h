@@ -7,9 +7,11 @@
 #ifndef LOUPE_DAEMON_SYMBOLS_SYMBOLIZER_H_
 #define LOUPE_DAEMON_SYMBOLS_SYMBOLIZER_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,7 +29,21 @@ namespace loupe::symbols {
 
 class Symbolizer {
  public:
-  Symbolizer();  // reads /proc/kallsyms and starts the thread
+  // Resolves one location of an object; the default reads the file's DWARF
+  // (an ElfSymbolizer per object, kept for the session). Tests pass their
+  // own, e.g. one that hangs as a slow debuginfod download would.
+  using Resolver = std::function<std::vector<SourceFrame>(const ObjectFile& object,
+                                                          uint64_t file_offset)>;
+  // How long the destructor waits for a job in progress before leaving the
+  // thread to finish it alone.
+  static constexpr std::chrono::milliseconds kStopWait{2000};
+
+  // Reads /proc/kallsyms and starts the thread.
+  explicit Symbolizer(Resolver resolver = {}, std::chrono::milliseconds stop_wait = kStopWait);
+  // Stops the thread. One stuck in a long job (a large DWARF file, a
+  // debuginfod download) is waited for at most `stop_wait`, then detached
+  // with a warning (spdlog's default logger): it owns what it still
+  // touches, and its result is dropped. A session's end never hangs on it.
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
@@ -56,19 +72,27 @@ class Symbolizer {
     std::shared_ptr<const ObjectFile> object;
     uint64_t offset;
   };
+  // Everything the thread touches, shared with it: a thread left to finish
+  // a long job after the Symbolizer is gone still owns what it uses.
+  struct State {
+    std::mutex mutex;
+    std::condition_variable work, idle, exited_changed;
+    std::deque<Request> queue;
+    bool busy = false;
+    bool stop = false;
+    bool exited = false;
+    absl::flat_hash_map<Key, std::vector<SourceFrame>> frames;
+    // Touched only by the thread (notes copied under the lock).
+    std::map<std::string, std::unique_ptr<ElfSymbolizer>> files;
+    std::map<std::string, std::string> notes;  // by object key
+    Resolver resolver;
+  };
   static std::string ObjectKey(const ObjectFile& object);
-  void Run();
+  static void Run(const std::shared_ptr<State>& state);
 
   const KernelSymbols kernel_;
-  mutable std::mutex mutex_;
-  std::condition_variable work_, idle_;
-  std::deque<Request> queue_;
-  bool busy_ = false;
-  bool stop_ = false;
-  absl::flat_hash_map<Key, std::vector<SourceFrame>> frames_;
-  // Touched only by the thread (notes copied under the lock).
-  std::map<std::string, std::unique_ptr<ElfSymbolizer>> files_;
-  std::map<std::string, std::string> notes_;  // by object key
+  const std::chrono::milliseconds stop_wait_;
+  std::shared_ptr<State> state_;
   std::thread thread_;
 };
 

@@ -110,7 +110,9 @@ def config_of(objects, name, namespace):
 def check_config(objects, text, louped, where):
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
         f.write(text)
-    result = subprocess.run([louped, "--config", f.name, "--check-config"],
+    # --check-config also checks the host (proc_root is a procfs): the
+    # node's /proc, mounted at /host/proc in the pod, is this machine's /proc.
+    result = subprocess.run([louped, "--config", f.name, "--check-config", "--proc-root", "/proc"],
                             capture_output=True, text=True)
     os.unlink(f.name)
     if result.returncode != 0:

@@ -13,7 +13,10 @@ yamllint -s -d "{extends: default, rules: {line-length: {max: 110}, document-sta
                  braces: {max-spaces-inside: 1}}}" "$deploy/k8s" || fail "yamllint"
 python3 "$(dirname "$0")/check_manifests.py" "$deploy/k8s" "$deploy/systemd/louped.service" "$louped"
 
-"$louped" --config "$deploy/louped.toml" --check-config > /dev/null || fail "deploy/louped.toml is refused"
+# --check-config also checks the host (the socket group exists): the group
+# "loupe" is the target machine's, so a group every machine has stands in.
+"$louped" --config "$deploy/louped.toml" --check-config --socket-group root > /dev/null \
+  || fail "deploy/louped.toml is refused"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -5,7 +5,11 @@
 # --detach one runs on); `tracectl list` answers in under a second while a
 # detach is slow (hundreds of uprobes to unregister); SIGTERM after write
 # failures (a directory made read-only, then writable again) exits 0 with
-# every segment sealed; --check-config refuses what every attach would.
+# every segment sealed, within shutdown_timeout_s; --check-config refuses
+# what every attach, or startup, would. Issue 15 review: two loupeds started
+# together leave one serving; a FIFO named by --uprobe is refused, not
+# waited on; a caller other than root gets no ring larger than louped's, no
+# kernel stacks, and at most max_sessions_per_user sessions.
 #   louped_lifecycle_test.sh LOUPED TRACECTL APP
 set -euo pipefail
 louped=$1 tracectl=$2 app=$3
@@ -22,9 +26,10 @@ traces="$work/traces"
 mkdir "$traces"
 T() { "$tracectl" --socket "$sock" "$@"; }
 read_only=""
+one= two= limited= own=
 cleanup() {
   [ -n "$read_only" ] && readonly_off
-  kill "$app_pid" "$daemon" 2> /dev/null || true
+  kill "$app_pid" "$daemon" $one $two $limited $own 2> /dev/null || true
   rm -rf "$work"
 }
 # Read-only even for root: the immutable attribute, else a read-only bind mount.
@@ -86,6 +91,110 @@ check "socket = '': a path of" 'socket = ""'
 check "key 'output_dir' must be a string" "output_dir = 5"
 printf 'output_dir = "%s"\n' "$traces" > "$work/good.toml"
 "$louped" --config "$work/good.toml" --check-config > /dev/null || fail "a good config refused"
+# What startup refuses, or every attach fails on, --check-config refuses too.
+check_flags() {  # expected-message flags...
+  local expected=$1
+  shift
+  set +e
+  "$louped" --config "$work/good.toml" --check-config "$@" > "$work/check.out" 2>&1
+  code=$?
+  set -e
+  [ "$code" = 2 ] || fail "--check-config $* exited $code: $(cat "$work/check.out")"
+  grep -qF "$expected" "$work/check.out" || fail "--check-config $*: $(cat "$work/check.out")"
+}
+check_flags "socket_group = 'no_such_group': no such group" --socket-group no_such_group
+check_flags "proc_root = '/nonexistent': No such file or directory" --proc-root /nonexistent
+check_flags "output_dir = '/etc/passwd/x': Not a directory" --output-dir /etc/passwd/x
+set +e
+timeout 20 "$louped" --socket "$work/refused.sock" --output-dir "$traces" --proc-root /nonexistent \
+  > "$work/refused.log" 2>&1
+code=$?
+set -e
+[ "$code" = 2 ] || fail "louped started with proc_root /nonexistent (exit $code)"
+
+# --- Two loupeds started together on one path: one serves and keeps its
+# socket, the other refuses (it used to take the first's socket, bound but
+# not yet listening, for a stale one and remove it).
+for round in 1 2 3 4 5; do
+  pair="$work/pair.sock"
+  "$louped" --socket "$pair" --output-dir "$traces" > "$work/pair1.log" 2>&1 &
+  one=$!
+  "$louped" --socket "$pair" --output-dir "$traces" > "$work/pair2.log" 2>&1 &
+  two=$!
+  for _ in $(seq 150); do
+    { kill -0 "$one" 2> /dev/null && kill -0 "$two" 2> /dev/null; } || break
+    sleep 0.1
+  done
+  alive=()
+  kill -0 "$one" 2> /dev/null && alive+=("$one")
+  kill -0 "$two" 2> /dev/null && alive+=("$two")
+  [ "${#alive[@]}" = 1 ] \
+    || fail "round $round: ${#alive[@]} loupeds run: $(cat "$work/pair1.log" "$work/pair2.log")"
+  for _ in $(seq 100); do
+    "$tracectl" --socket "$pair" list > /dev/null 2>&1 && break
+    sleep 0.1
+  done
+  "$tracectl" --socket "$pair" list > /dev/null \
+    || fail "round $round: the louped left does not answer: $(cat "$work/pair1.log" "$work/pair2.log")"
+  grep -q "a louped already answers there" "$work/pair1.log" "$work/pair2.log" \
+    || fail "round $round: $(cat "$work/pair1.log" "$work/pair2.log")"
+  kill -TERM "${alive[0]}"
+  wait "${alive[0]}" || fail "round $round: the louped serving exited $?"
+  wait "$one" "$two" 2> /dev/null || true
+  one= two=
+done
+echo "two loupeds started together: one served, five times out of five"
+
+# --- A FIFO named as a uprobe's file is refused at once, not waited on.
+mkfifo "$work/fifo"
+timeout 30 "$tracectl" --socket "$sock" attach "$app_pid" --session-id fifo --detach -q \
+  --uprobe "$work/fifo:f" > "$work/fifo.out" 2>&1 \
+  || fail "attach with a FIFO as a uprobe's file (exit $?): $(cat "$work/fifo.out")"
+grep -q "not a regular file" "$work/fifo.out" || fail "no warning for the FIFO: $(cat "$work/fifo.out")"
+T detach fifo > /dev/null || fail "detach fifo"
+
+# --- A caller other than root (nobody, in the socket group): no ring larger
+# than louped's own, no kernel stacks, at most max_sessions_per_user sessions.
+group=nogroup
+getent group "$group" > /dev/null || group=nobody
+"$louped" --socket "$work/limits.sock" --socket-group "$group" --output-dir "$work/limits" \
+  --ring-buffer-size 1048576 --max-sessions-per-user 1 > "$work/limits.log" 2>&1 &
+limited=$!
+setpriv --reuid=nobody --regid="$group" --groups="$group" "$app" 120 > "$work/own.out" &
+own=$!
+until [ -S "$work/limits.sock" ] && grep -q ready "$work/own.out"; do
+  kill -0 "$limited" 2> /dev/null || fail "louped with limits exited: $(cat "$work/limits.log")"
+  sleep 0.05
+done
+N() { setpriv --reuid=nobody --regid="$group" --groups="$group" "$tracectl" --socket "$work/limits.sock" "$@"; }
+set +e
+N attach "$own" --ring-buffer-size 4194304 --duration 1s -q > "$work/ring.out" 2>&1
+code=$?
+set -e
+[ "$code" != 0 ] || fail "nobody got a ring larger than louped's"
+grep -q "ring_buffer_size = 4194304 is above louped's ring_buffer_size = 1048576" "$work/ring.out" \
+  || fail "ring refusal: $(cat "$work/ring.out")"
+N attach "$own" --session-id nobody1 --detach --offcpu-stacks user,kernel > "$work/n1.out" 2>&1 \
+  || fail "nobody's first session: $(cat "$work/n1.out")"
+grep -q "kernel stacks are off for a caller other than root" "$work/n1.out" \
+  || fail "no word of kernel stacks off: $(cat "$work/n1.out")"
+set +e
+N attach "$own" --session-id nobody2 --detach -q > "$work/n2.out" 2>&1
+code=$?
+set -e
+[ "$code" != 0 ] || fail "nobody got a session past max_sessions_per_user"
+grep -q "max_sessions_per_user" "$work/n2.out" || fail "session limit: $(cat "$work/n2.out")"
+N detach nobody1 > /dev/null || fail "detach nobody1"
+N attach "$own" --session-id nobody3 --detach -q > "$work/n3.out" 2>&1 \
+  || fail "an ended session still counts: $(cat "$work/n3.out")"
+N detach nobody3 > /dev/null || fail "detach nobody3"
+kill -TERM "$limited"
+wait "$limited" || fail "louped with limits exited $? on SIGTERM"
+limited=
+kill "$own" 2> /dev/null || true
+wait "$own" 2> /dev/null || true
+own=
+echo "nobody: ring capped, no kernel stacks, one session at a time"
 
 # --- A killed `tracectl attach` ends its session; a --detach one runs on.
 # The tracectl process itself (not a subshell around it) is what gets killed.
@@ -139,8 +248,11 @@ readonly_off
 sleep 2.5  # writable again: the next rotation renames what was left
 grep -q "session flaky: .*\(Operation not permitted\|Read-only file system\)" "$work/louped.log" \
   || fail "no write failed while the directory was read-only: $(tail -5 "$work/louped.log")"
+term_at=$(date +%s%N)
 kill -TERM "$daemon"
 wait "$daemon" || fail "louped exited $? on SIGTERM after write failures: $(tail -20 "$work/louped.log")"
+term_ms=$(( ($(date +%s%N) - term_at) / 1000000 ))
+[ "$term_ms" -le 20000 ] || fail "SIGTERM took ${term_ms} ms, past shutdown_timeout_s = 20"
 wait "$flaky_client" 2> /dev/null || true
 active=$(find "$traces" -name '*.active')
 [ -z "$active" ] || fail "left unsealed: $active"

@@ -74,6 +74,12 @@ void CheckCaller(const SessionOptions& defaults, const loupe::v1::AttachRequest&
   Check(!as_caller || (o.writer.credentials->uid == caller.uid &&
                        o.writer.credentials->gid == caller.gid),
         "files would be made with rights other than the caller's");
+  // Resource bounds and the kernel's layout (issue 15 review): a caller
+  // other than root gets no larger ring than louped's, and no kernel stacks.
+  Check(!as_caller || o.sources.ring_bytes <= defaults.sources.ring_bytes,
+        "a caller other than root got a ring larger than louped's");
+  Check(!as_caller || (!o.sources.offcpu_kernel_stacks && !o.sources.cpu_kernel_stacks),
+        "a caller other than root gets kernel stacks");
   Check(o.probes.usdt.size() + o.probes.uprobes.size() <=
             static_cast<size_t>(request.usdt_size() + request.uprobes_size()),
         "more probe requests than the request holds");

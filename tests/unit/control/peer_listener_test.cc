@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <grpcpp/server_builder.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -13,6 +15,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -69,6 +72,62 @@ TEST(PeerListenerTest, AFileThatIsNotASocketIsKeptAndRefused) {
   auto on_dir = PeerListener::Listen(directory, std::nullopt);
   ASSERT_FALSE(on_dir.ok());
   EXPECT_NE(on_dir.status().ToString().find("a directory is there"), std::string::npos);
+}
+
+// A socket bound but not listening yet (a louped between bind and listen).
+int BindOnly(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  path.copy(address.sun_path, path.size());
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Issue 15: two loupeds starting together. The first has bound the path but
+// does not listen yet, so a probe gets ECONNREFUSED as from a stale socket;
+// its lock on <socket>.lock keeps the second from removing the socket.
+TEST(PeerListenerTest, TheLockKeepsASecondLoupedOffAStartingOnesSocket) {
+  testing::TempDir dir;
+  const std::string path = dir.File("louped.sock");
+  const std::string lock_path = path + ".lock";
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
+  ASSERT_EQ(::write(lock, "4321\n", 5), 5);
+  const int starting = BindOnly(path);
+  ASSERT_GE(starting, 0);
+
+  auto second = PeerListener::Listen(path, std::nullopt);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(second.status().ToString().find("a louped already answers there or is starting (pid "
+                                            "4321 holds " + lock_path + ")"),
+            std::string::npos)
+      << second.status();
+  struct stat st;
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0) << "the starting louped's socket was removed";
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+
+  // The first one went away without listening: its socket is stale now.
+  ::close(starting);
+  ::close(lock);
+  auto now = PeerListener::Listen(path, std::nullopt);
+  ASSERT_TRUE(now.ok()) << now.status();
+  std::ifstream pid_file(lock_path);
+  pid_t pid = 0;
+  pid_file >> pid;
+  EXPECT_EQ(pid, ::getpid()) << "the lock file does not name its holder";
+  // Held for the listener's life, released by Stop.
+  const int probe = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(probe, 0);
+  EXPECT_NE(::flock(probe, LOCK_EX | LOCK_NB), 0);
+  (*now)->Stop();
+  EXPECT_EQ(::flock(probe, LOCK_EX | LOCK_NB), 0);
+  ::close(probe);
 }
 
 TEST(PeerListenerTest, AStaleSocketIsReplaced) {
@@ -153,6 +212,56 @@ TEST(PeerListenerTest, AClosedConnectionIsReportedOnce) {
     ASSERT_EQ(closed.size(), 2u);
     EXPECT_NE(closed[0], closed[1]);
   }
+  (*listener)->Stop();
+  server->Shutdown();
+}
+
+// Issue 15: credentials are found by gRPC's fd number. A connection that
+// closed must not leave its number to the next connection at once, or a
+// call of the old one still queued in gRPC would get the new one's
+// credentials: numbers are taken in turn, not lowest first.
+TEST(PeerListenerTest, ANewConnectionDoesNotTakeTheNumberOfOneJustClosed) {
+  testing::TempDir dir;
+  const std::string path = dir.File("louped.sock");
+  auto listener = PeerListener::Listen(path, std::nullopt);
+  ASSERT_TRUE(listener.ok());
+  std::atomic<int> closed = 0;
+  (*listener)->OnConnectionClosed([&](uint64_t) { ++closed; });
+  grpc::ServerBuilder builder;
+  v1::Control::Service unimplemented;
+  builder.RegisterService(&unimplemented);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  (*listener)->Serve(server.get());
+  // The fd number each connection was served on, by its connection id.
+  auto numbers = [&] {
+    std::map<uint64_t, int> found;
+    for (int fd = 0; fd < 8192; ++fd) {
+      if (auto peer = (*listener)->Lookup(fmt::format("fd:{}", fd))) found[peer->connection] = fd;
+    }
+    return found;
+  };
+  std::vector<int> served;
+  for (int round = 0; round < 3; ++round) {
+    const int client = Connect(path);
+    ASSERT_GE(client, 0);
+    std::map<uint64_t, int> now;
+    for (int i = 0; i < 1000 && now.size() < static_cast<size_t>(round + 1); ++i) {
+      now = numbers();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_EQ(now.size(), static_cast<size_t>(round + 1));
+    served.push_back(now.rbegin()->second);
+    ::close(client);
+    for (int i = 0; i < 1000 && closed < round + 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_EQ(closed, round + 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // gRPC closes its fd too
+  }
+  EXPECT_NE(served[0], served[1]);
+  EXPECT_NE(served[1], served[2]);
+  EXPECT_NE(served[0], served[2]);
   (*listener)->Stop();
   server->Shutdown();
 }

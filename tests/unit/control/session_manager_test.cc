@@ -47,6 +47,8 @@ struct World {
   Gate start_gate, stop_gate;
   std::mutex mutex;
   std::set<std::string> finished;  // sessions that "finished by themselves"
+  std::map<std::string, ManagedSession::Deadline> deadlines;  // passed to Stop
+  std::map<std::string, ManagedSession::Deadline> hurried;    // passed to Hurry
 };
 
 class FakeSession final : public ManagedSession {
@@ -60,13 +62,21 @@ class FakeSession final : public ManagedSession {
     stats_.targets = options_.pids;
   }
   ~FakeSession() override { --world_->live; }
-  absl::Status Stop() override {
+  absl::Status Stop(Deadline deadline) override {
+    {
+      std::lock_guard<std::mutex> lock(world_->mutex);
+      world_->deadlines[options_.writer.session_id] = deadline;
+    }
     ++world_->stops;
     world_->stop_gate.Wait();
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.running = false;
     stats_.events = 123;
     return absl::OkStatus();
+  }
+  void Hurry(Deadline deadline) override {
+    std::lock_guard<std::mutex> lock(world_->mutex);
+    world_->hurried[options_.writer.session_id] = deadline;
   }
   bool Finished() override {
     std::lock_guard<std::mutex> lock(world_->mutex);
@@ -94,10 +104,12 @@ SessionStarter FakeStarter(World* world) {
   };
 }
 
-std::unique_ptr<SessionManager> Manager(World* world, size_t max_ended = 64) {
+std::unique_ptr<SessionManager> Manager(World* world, size_t max_ended = 64,
+                                        size_t max_sessions_per_user = 8) {
   SessionManagerOptions options;
   options.defaults.writer.directory = "/tmp/loupe-manager-test";
   options.max_ended = max_ended;
+  options.max_sessions_per_user = max_sessions_per_user;
   options.reap_interval = std::chrono::milliseconds(10);
   auto log = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
   return std::make_unique<SessionManager>(std::move(options), log, FakeStarter(world));
@@ -269,6 +281,81 @@ TEST(SessionManagerTest, StopAllEndsEverySessionInParallelAndRefusesNewOnes) {
   EXPECT_TRUE(manager->Unfinished().empty());
   EXPECT_EQ(manager->Attach(Request("late"), kRoot).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// Issue 15: a hang-up handled before the Attach that the client sent got to
+// reserve its entry found no session to orphan; the Attach must notice.
+TEST(SessionManagerTest, AClientGoneBeforeItsAttachArrivedGetsNoSession) {
+  World world;
+  auto manager = Manager(&world);
+  manager->ConnectionClosed(11);
+  auto attached = manager->Attach(Request("late-orphan"), Client(11));
+  ASSERT_FALSE(attached.ok());
+  EXPECT_EQ(attached.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(attached.status().ToString().find("connection closed"), std::string::npos)
+      << attached.status();
+  EXPECT_EQ(world.live, 0);
+  EXPECT_TRUE(Listed(*manager).empty());
+  // A detached session does not depend on its connection; other connections are unaffected.
+  EXPECT_TRUE(manager->Attach(Request("on-purpose", /*detached=*/true), Client(11)).ok());
+  EXPECT_TRUE(manager->Attach(Request("other"), Client(12)).ok());
+}
+
+TEST(SessionManagerTest, ClosedConnectionsRememberedAreBounded) {
+  World world;
+  SessionManagerOptions options;
+  options.defaults.writer.directory = "/tmp/loupe-manager-test";
+  options.closed_connections_kept = 4;
+  auto log = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
+  SessionManager manager(std::move(options), log, FakeStarter(&world));
+  for (uint64_t connection = 100; connection < 110; ++connection) {
+    manager.ConnectionClosed(connection);
+  }
+  EXPECT_FALSE(manager.Attach(Request("recent"), Client(109)).ok());
+  EXPECT_TRUE(manager.Attach(Request("forgotten"), Client(100)).ok());  // only the last 4 kept
+}
+
+TEST(SessionManagerTest, ACallerOtherThanRootHasAtMostItsLimitOfSessions) {
+  World world;
+  auto manager = Manager(&world, 64, /*max_sessions_per_user=*/2);
+  ASSERT_TRUE(manager->Attach(Request("u1"), Client(1, 1000)).ok());
+  ASSERT_TRUE(manager->Attach(Request("u2", /*detached=*/true), Client(1, 1000)).ok());
+  auto third = manager->Attach(Request("u3"), Client(1, 1000));
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.status().ToString().find(
+                "uid 1000 has 2 sessions already, louped's max_sessions_per_user"),
+            std::string::npos)
+      << third.status();
+  // Other users and root are not held by it.
+  EXPECT_TRUE(manager->Attach(Request("v1"), Client(2, 1001)).ok());
+  for (const char* id : {"r1", "r2", "r3"}) EXPECT_TRUE(manager->Attach(Request(id), kRoot).ok());
+  // An ended session no longer counts.
+  ASSERT_TRUE(manager->Detach("u1", Client(1, 1000)).ok());
+  EXPECT_TRUE(manager->Attach(Request("u3"), Client(1, 1000)).ok());
+}
+
+TEST(SessionManagerTest, StopAllPassesItsDeadlineToEverySessionAndHurriesOneStopping) {
+  World world;
+  auto manager = Manager(&world);
+  for (const char* id : {"a", "b"}) ASSERT_TRUE(manager->Attach(Request(id), kRoot).ok());
+  world.stop_gate.Close();
+  // "a" is being detached (no deadline) when shutdown begins.
+  auto detach = std::async(std::launch::async, [&] { return manager->Detach("a", kRoot); });
+  ASSERT_TRUE(Eventually([&] { return world.stops == 1; }));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(7);
+  auto stop_all = std::async(std::launch::async, [&] { manager->StopAll(deadline); });
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(world.mutex);
+    return world.deadlines.contains("b") && world.hurried.contains("a");
+  }));
+  world.stop_gate.Open();
+  stop_all.get();
+  ASSERT_TRUE(detach.get().ok());
+  std::lock_guard<std::mutex> lock(world.mutex);
+  EXPECT_EQ(world.deadlines.at("a"), ManagedSession::Deadline::max());
+  EXPECT_EQ(world.deadlines.at("b"), deadline);
+  EXPECT_EQ(world.hurried.at("a"), deadline);
 }
 
 TEST(SessionManagerTest, AFailedStartFreesItsName) {

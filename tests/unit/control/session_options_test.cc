@@ -106,5 +106,55 @@ TEST(SessionOptionsTest, EmbeddedDefaultsWriteToLoupeTraces) {
   EXPECT_EQ(options->caller_uid, 1000u);
 }
 
+// Issue 15: louped's resources and the kernel's layout are not any caller's.
+TEST(SessionOptionsTest, ACallerOtherThanRootGetsNoLargerRingThanLoupedsOwn) {
+  v1::AttachRequest request = Request();
+  request.set_ring_buffer_size(1 << 30);
+  auto refused = BuildSessionOptions(Defaults(), request, {.pid = 7, .uid = 1000, .gid = 1000});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().ToString().find(
+                "ring_buffer_size = 1073741824 is above louped's ring_buffer_size = 1048576"),
+            std::string::npos)
+      << refused.status();
+  // Up to louped's own setting is fine; root and the embedded mode are not limited.
+  request.set_ring_buffer_size(1 << 20);
+  EXPECT_TRUE(BuildSessionOptions(Defaults(), request, {.pid = 7, .uid = 1000}).ok());
+  request.set_ring_buffer_size(1 << 30);
+  auto root = BuildSessionOptions(Defaults(), request, {.pid = 7, .uid = 0});
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(root->sources.ring_bytes, 1u << 30);
+  EXPECT_TRUE(
+      BuildSessionOptions(Defaults(), request, {.uid = 1000, .in_process = true}).ok());
+}
+
+TEST(SessionOptionsTest, KernelStacksAreOffForACallerOtherThanRootAndSaidSo) {
+  v1::AttachRequest request = Request();
+  request.set_offcpu_stacks("user,kernel");
+  auto user = BuildSessionOptions(Defaults(), request, {.pid = 7, .uid = 1000, .gid = 1000});
+  ASSERT_TRUE(user.ok()) << user.status();
+  EXPECT_FALSE(user->sources.offcpu_kernel_stacks);
+  EXPECT_FALSE(user->sources.cpu_kernel_stacks);
+  EXPECT_TRUE(user->sources.offcpu_user_stacks);
+  ASSERT_EQ(user->notes.size(), 1u);
+  EXPECT_NE(user->notes[0].find("kernel stacks are off for a caller other than root (uid 1000): "
+                                "off-CPU and CPU sample stacks"),
+            std::string::npos)
+      << user->notes[0];
+
+  auto root = BuildSessionOptions(Defaults(), request, {.pid = 7, .uid = 0});
+  ASSERT_TRUE(root.ok());
+  EXPECT_TRUE(root->sources.offcpu_kernel_stacks);
+  EXPECT_TRUE(root->sources.cpu_kernel_stacks);
+  EXPECT_TRUE(root->notes.empty());
+
+  // Nothing asked, nothing to say.
+  request.set_offcpu_stacks("user");
+  request.add_sources("sched");
+  auto quiet = BuildSessionOptions(Defaults(), request, {.pid = 7, .uid = 1000});
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_TRUE(quiet->notes.empty()) << quiet->notes[0];
+}
+
 }  // namespace
 }  // namespace loupe::control

@@ -102,6 +102,31 @@ TEST(ConfigTest, ShutdownTimeoutHasADefaultAndARange) {
 
 TEST(EffectiveConfigTest, DefaultsAreAcceptedAsAnAttachTakesThem) {
   EXPECT_TRUE(CheckEffectiveConfig(DaemonConfig()).ok()) << CheckEffectiveConfig(DaemonConfig());
+  // A group that exists, a missing output directory (louped makes it).
+  DaemonConfig config;
+  config.socket_group = "root";
+  config.output_dir = "/nonexistent/loupe/traces";
+  EXPECT_TRUE(CheckEffectiveConfig(config).ok()) << CheckEffectiveConfig(config);
+}
+
+TEST(ConfigTest, MaxSessionsPerUserHasADefaultAndARange) {
+  testing::TempDir dir;
+  auto config = LoadConfig(WriteConfig(dir, ""), true, {});
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->max_sessions_per_user, 8u);
+  auto set = LoadConfig(WriteConfig(dir, "max_sessions_per_user = 2\n"), true, {});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->max_sessions_per_user, 2u);
+  EXPECT_FALSE(LoadConfig(WriteConfig(dir, "max_sessions_per_user = 0\n"), true, {}).ok());
+}
+
+TEST(EffectiveConfigTest, SessionsWaitForSymbolsHalfTheShutdownBudgetAtMost) {
+  DaemonConfig config;
+  EXPECT_EQ(SessionDefaults(config).symbol_wait_ns, 15'000'000'000u);  // 30 s timeout
+  config.shutdown_timeout_s = 4;
+  EXPECT_EQ(SessionDefaults(config).symbol_wait_ns, 2'000'000'000u);
+  config.shutdown_timeout_s = 600;
+  EXPECT_EQ(SessionDefaults(config).symbol_wait_ns, 30'000'000'000u);
 }
 
 // Values LoadConfig alone lets through but every attach refused (issue 15).
@@ -140,6 +165,20 @@ TEST(EffectiveConfigTest, RefusesWhatEveryAttachWouldRefuseNamingTheKey) {
       {"reorder window too long",
        [](DaemonConfig& c, const std::string&) { c.reorder_window_ms = 20'000; },
        "reorder_window_ms = 20000 is out of range"},
+      // What startup refused (exit 2) or every attach failed on, but
+      // --check-config let through.
+      {"socket_group that does not exist",
+       [](DaemonConfig& c, const std::string&) { c.socket_group = "no_such_group_loupe"; },
+       "socket_group = 'no_such_group_loupe': no such group"},
+      {"proc_root that does not exist",
+       [](DaemonConfig& c, const std::string&) { c.proc_root = "/nonexistent"; },
+       "proc_root = '/nonexistent': No such file or directory"},
+      {"proc_root that is no procfs",
+       [](DaemonConfig& c, const std::string&) { c.proc_root = "/etc"; },
+       "proc_root = '/etc': not a procfs"},
+      {"output_dir under a file (ENOTDIR, not 'missing')",
+       [](DaemonConfig& c, const std::string& f) { c.output_dir = f + "/x"; },
+       "/x': Not a directory"},
   };
   for (const Case& c : cases) {
     DaemonConfig config;

@@ -2,8 +2,13 @@
 #include "daemon/probes/elf_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <future>
 
 #include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
 
 namespace loupe::probes {
 namespace {
@@ -52,6 +57,25 @@ TEST(ElfFileTest, NotElfIsAClearError) {
   auto text = ElfFile::Open("/etc/hostname");
   ASSERT_FALSE(text.ok());
   EXPECT_NE(text.status().ToString().find("/etc/hostname"), std::string::npos);
+}
+
+// A FIFO named by `--uprobe /path/fifo:f` would block a plain open() until
+// someone writes to it, and the session's start with it (issue 15).
+TEST(ElfFileTest, AFifoOrDirectoryIsRefusedWithoutBlocking) {
+  testing::TempDir dir;
+  const std::string fifo = dir.File("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto opened = std::async(std::launch::async, [&] { return ElfFile::Open(fifo); });
+  ASSERT_EQ(opened.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "ElfFile::Open blocked on a FIFO";
+  auto file = opened.get();
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().ToString().find(fifo + ": not a regular file"), std::string::npos)
+      << file.status();
+  auto directory = ElfFile::Open(dir.path());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_NE(directory.status().ToString().find("not a regular file"), std::string::npos)
+      << directory.status();
 }
 
 }  // namespace
