@@ -149,9 +149,12 @@ class ScopedFsCredentials {
 
  private:
   // The capabilities that let a thread past file permissions and owners.
-  static constexpr int kFileCaps[] = {CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
-                                      CAP_FOWNER, CAP_FSETID,       CAP_LINUX_IMMUTABLE,
-                                      CAP_MKNOD,  CAP_MAC_OVERRIDE};
+  // The file capabilities, and CAP_SYS_PTRACE: it overrides the kernel's
+  // ptrace-access check on /proc/<pid>/{root,maps,mem}, which as the caller
+  // must be the caller's own.
+  static constexpr int kFileCaps[] = {CAP_CHOWN,       CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
+                                      CAP_FOWNER,      CAP_FSETID,       CAP_LINUX_IMMUTABLE,
+                                      CAP_MKNOD,       CAP_MAC_OVERRIDE, CAP_SYS_PTRACE};
 
   // capget/capset with pid 0 read and set this thread's capabilities only.
   static long Caps(long call, __user_cap_data_struct* data) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "daemon/base/credentials.h"
 #include "daemon/bpf/skeleton.h"
 #include "probes.skel.h"
 
@@ -86,6 +87,10 @@ absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::Pro
       return absl::InternalError(fmt::format("store USDT spec {}: {}", i, std::strerror(errno)));
     }
   }
+  // perf_event_open resolves each path anew: as the caller, so a file
+  // swapped in since planning is probed only if the caller may read it.
+  ScopedFsCredentials as_caller;
+  if (absl::Status status = as_caller.Take(plan.credentials); !status.ok()) return status;
   for (const probes::ProbeAttachment& site : plan.attachments) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = site.semaphore_offset,
                 .bpf_cookie = site.cookie,

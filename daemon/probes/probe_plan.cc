@@ -376,6 +376,7 @@ ProbePlan PlanProbes(const std::vector<uint32_t>& pids, const ProbeRequests& req
   for (uint32_t pid : pids) planner.AddProcess(pid);
   ProbePlan plan = planner.Finish();
   plan.per_pid = per_pid;
+  plan.credentials = requests.credentials;
   if (per_pid && system_wide && !plan.attachments.empty()) {
     plan.warnings.push_back(
         "--follow-children: probes are attached per target process for a caller that is not "

@@ -64,6 +64,9 @@ struct ProbePlan {
   // Attach for each target process, never for every process (a caller that
   // is not root must not probe other users' processes).
   bool per_pid = false;
+  // Whose rights attach the probes: the kernel resolves each path again at
+  // attach, and it must do so as the caller did when planning.
+  std::optional<Credentials> credentials;
 };
 
 // `pids` are kernel-global process ids. `shim`: attach the shim's probes

@@ -112,6 +112,11 @@ absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid) {
   process.start_time = ToNumber(fields[19]);
   if (const auto uid = StatusValues(status, "Uid"); !uid.empty()) {
     process.uid = static_cast<uint32_t>(uid[0]);
+    struct stat owner;
+    process.plain_user = uid.size() == 4 &&
+                         std::all_of(uid.begin(), uid.end(),
+                                     [&](uint64_t id) { return id == process.uid; }) &&
+                         ::stat((dir + "/mem").c_str(), &owner) == 0 && owner.st_uid == process.uid;
   }
   if (const auto ns = StatusValues(status, "NSpid"); !ns.empty()) {
     process.ns_pid = static_cast<uint32_t>(ns.back());

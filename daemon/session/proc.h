@@ -26,7 +26,12 @@ struct ProcessIdentity {
   uint32_t pid = 0;  // kernel-global
   uint32_t ns_pid = 0;
   uint32_t ppid = 0;
-  uint32_t uid = 0;
+  uint32_t uid = 0;  // real
+  // Real, effective, saved and filesystem uids all equal, and
+  // /proc/<pid>/mem owned by `uid` (the kernel gives an undumpable process's
+  // files to root): it runs with its user's rights only, not a setuid
+  // program's.
+  bool plain_user = false;
   uint64_t start_time = 0;  // clock ticks after boot (stat field 22)
   bool kernel_thread = false;
   std::string name;

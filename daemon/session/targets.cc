@@ -29,12 +29,20 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
           "processes",
           named, process->uid, caller_uid));
     }
+    if (caller_uid != 0 && !process->plain_user) {
+      // What ptrace would refuse the caller: a setuid program, or one that
+      // made itself undumpable, holds more than its user's rights.
+      return absl::PermissionDeniedError(fmt::format(
+          "pid {} ({}) runs with rights its user does not have (setuid, or not dumpable); a "
+          "caller that is not root (uid {}) may not trace it",
+          named, process->name, caller_uid));
+    }
     processes[pid] = *std::move(process);
     if (!descendants) continue;
     for (uint32_t child : Descendants(pid)) {
       absl::StatusOr<ProcessIdentity> descendant = ReadProcess(child);
       if (!descendant.ok()) continue;  // exited meanwhile
-      if (caller_uid != 0 && descendant->uid != caller_uid) {
+      if (caller_uid != 0 && (descendant->uid != caller_uid || !descendant->plain_user)) {
         notes.push_back(fmt::format(
             "descendant {} ({}) of pid {} belongs to uid {}: not traced for uid {}", child,
             descendant->name, named, descendant->uid, caller_uid));

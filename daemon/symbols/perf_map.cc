@@ -1,6 +1,9 @@
 #include "daemon/symbols/perf_map.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -9,9 +12,13 @@
 #include <iterator>
 
 #include "daemon/base/proc_root.h"
+#include "daemon/base/scoped_fd.h"
 
 namespace loupe::symbols {
 namespace {
+
+// A JIT's map of a few hundred thousand functions is tens of MiB at most.
+constexpr off_t kMaxPerfMapBytes = 64 << 20;
 
 bool Hex(std::string_view text, uint64_t* out) {
   if (text.starts_with("0x")) text.remove_prefix(2);
@@ -55,8 +62,27 @@ PerfMap::PerfMap(std::string_view text) {
 }
 
 PerfMap PerfMap::Load(uint32_t pid) {
-  std::ifstream in(ProcPath(pid, fmt::format("/root/tmp/perf-{}.map", OwnPid(pid))));
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  // The file lies in the traced process's /tmp, where anyone may put
+  // anything: only a regular file of the process's own user is read (as
+  // perf does), never through a symlink, never blocking on a FIFO, and
+  // never more than kMaxPerfMapBytes.
+  struct stat process;
+  if (::stat(ProcPath(pid).c_str(), &process) != 0) return PerfMap("");
+  const std::string path = ProcPath(pid, fmt::format("/root/tmp/perf-{}.map", OwnPid(pid)));
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat file;
+  if (!fd.valid() || ::fstat(fd.get(), &file) != 0 || !S_ISREG(file.st_mode) ||
+      file.st_uid != process.st_uid) {
+    return PerfMap("");
+  }
+  std::string text(static_cast<size_t>(std::min<off_t>(file.st_size, kMaxPerfMapBytes)), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
   return PerfMap(text);
 }
 

@@ -11,18 +11,25 @@
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <pwd.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "daemon/base/credentials.h"
 #include "daemon/format/segment_files.h"
 #include "daemon/format/segment_writer.h"
+#include "daemon/format/trace_reader.h"
 #include "daemon/probes/probe_plan.h"
+#include "daemon/session/targets.h"
 #include "tests/support/privileged.h"
 #include "tests/support/temp_dir.h"
 
@@ -212,6 +219,143 @@ TEST(CallerWriterTest, NobodysFilesAreNobodysAndRootsSegmentsSurviveItsSession) 
   EXPECT_GT(nobodys, 0);
 }
 
+// A user with no entry in the user database: no groups but its own.
+Credentials Stranger() {
+  uid_t uid = 12345;
+  while (getpwuid(uid) != nullptr) ++uid;
+  return Credentials{uid, uid, {}};
+}
+
+std::vector<std::string> SegmentsIn(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> paths;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(prefix) && name.ends_with(format::kSealedSuffix)) {
+      paths.push_back(entry.path().string());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+void WriteSession(const format::WriterOptions& options, uint64_t* i, int events) {
+  auto writer = format::SegmentWriter::Create(options, {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  for (int n = 0; n < events; ++n) ASSERT_TRUE((*writer)->Append(Event((*i)++)).ok());
+  ASSERT_TRUE((*writer)->Close().ok());
+}
+
+// A member copies a segment of its own under a name of its own, makes it
+// 1 TiB (sparse) and dates it 2099. Root's next session in the folder
+// counts it by the blocks it takes, so evicts nobody's and no one else's
+// segments for it.
+TEST(CallerWriterTest, AMembersSparseFutureDecoyMakesRootEvictNothing) {
+  REQUIRE_ROOT();
+  testing::TempDir shared;
+  chmod(shared.path().c_str(), 01777);  // as louped's folder: all write, the sticky bit keeps apart
+  constexpr uint64_t kRoomy = 8 << 20;
+  uint64_t i = 0;
+  for (const auto& [who, session] : {std::pair{Stranger(), "other"}, {Nobody(), "nobody"}}) {
+    format::WriterOptions options = WriterFor(shared.path(), session, who, nullptr);
+    options.max_total_size = kRoomy;
+    WriteSession(options, &i, 2000);
+  }
+  const std::vector<std::string> others = SegmentsIn(shared.path(), "other-");
+  const std::vector<std::string> nobodys = SegmentsIn(shared.path(), "nobody-");
+  ASSERT_GT(others.size(), 3u);
+  const std::string decoy = shared.File("x-000001.loupe");
+  fs::copy_file(nobodys.front(), decoy);
+  ASSERT_EQ(chown(decoy.c_str(), Nobody().uid, Nobody().gid), 0);
+  fs::resize_file(decoy, uint64_t{1} << 40);
+  fs::last_write_time(decoy, fs::file_time_type::clock::now() + std::chrono::hours(24 * 365 * 70));
+
+  format::WriterOptions of_root =
+      WriterFor(shared.path(), "root", {}, std::make_shared<format::DirectoryBudgets>());
+  of_root.max_total_size = kRoomy;
+  auto root = format::SegmentWriter::Create(of_root, {});
+  ASSERT_TRUE(root.ok()) << root.status();
+  for (int n = 0; n < 2000; ++n) ASSERT_TRUE((*root)->Append(Event(i++)).ok());
+  ASSERT_TRUE((*root)->Close().ok());
+  EXPECT_EQ((*root)->stats().segments_evicted, 0u);
+  for (const std::string& path : others) EXPECT_TRUE(fs::exists(path)) << path;
+  for (const std::string& path : nobodys) EXPECT_TRUE(fs::exists(path)) << path;
+}
+
+// nobody's file claims to be root's live session (its header's session
+// id) and carries a tally of its own: evicting it is no loss of root's, so
+// root's trace accounts for exactly root's events, and never names it.
+TEST(CallerWriterTest, AForgedTallyNeverReachesRootsTrace) {
+  REQUIRE_ROOT();
+  testing::TempDir shared;
+  chmod(shared.path().c_str(), 01777);
+  uint64_t i = 0;
+  format::WriterOptions forged = WriterFor(shared.path(), "r", Nobody(), nullptr);
+  forged.max_total_size = 8 << 20;
+  WriteSession(forged, &i, 3000);
+  std::set<std::string> decoys;
+  for (const std::string& path : SegmentsIn(shared.path(), "r-")) {
+    const std::string renamed = shared.File("q" + fs::path(path).filename().string().substr(1));
+    fs::rename(path, renamed);
+    decoys.insert(fs::path(renamed).filename().string());
+  }
+  ASSERT_GT(decoys.size(), 2u);
+
+  auto root = format::SegmentWriter::Create(
+      WriterFor(shared.path(), "r", {}, std::make_shared<format::DirectoryBudgets>()), {});
+  ASSERT_TRUE(root.ok()) << root.status();
+  constexpr uint64_t kWritten = 20'000;
+  for (uint64_t n = 0; n < kWritten; ++n) ASSERT_TRUE((*root)->Append(Event(i++)).ok());
+  ASSERT_TRUE((*root)->Close().ok());
+  ASSERT_GT((*root)->stats().segments_evicted, 0u);
+  // The decoys were the oldest: evicted, as nobody (who owns them).
+  for (const std::string& name : decoys) EXPECT_FALSE(fs::exists(shared.File(name))) << name;
+
+  auto trace = format::TraceReader::Open(SegmentsIn(shared.path(), "r-"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  uint64_t events = 0, reported = 0;
+  format::Record record;
+  while ((*trace)->Next(&record)) {
+    const format::Loss* loss = std::get_if<format::Loss>(&record.payload);
+    if (loss != nullptr && loss->reason == format::LossReason::kSegmentEvicted) {
+      reported += loss->count;
+    } else if (std::holds_alternative<format::SchedSwitch>(record.payload)) {
+      ++events;
+    }
+  }
+  EXPECT_EQ(events + reported, kWritten);
+  EXPECT_EQ((*root)->stats().events_lost, reported);
+  for (const format::SegmentSummary& summary : (*trace)->summaries()) {
+    for (const std::string& name : summary.trailer.evicted_segments()) {
+      EXPECT_FALSE(decoys.contains(name)) << summary.path << " reports " << name;
+    }
+  }
+}
+
+// Root's session evicts a file only as its owner would: a segment of
+// another user in a folder that user cannot write stays (the folder is
+// over budget by it), while root's own go oldest first.
+TEST(CallerWriterTest, RootNeverEvictsWhatTheOwnerCouldNot) {
+  REQUIRE_ROOT();
+  testing::TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  uint64_t i = 0;
+  format::WriterOptions old = WriterFor(dir.path(), "old", {}, nullptr);
+  old.max_total_size = 8 << 20;
+  WriteSession(old, &i, 2000);
+  const std::vector<std::string> olds = SegmentsIn(dir.path(), "old-");
+  ASSERT_GT(olds.size(), 3u);
+  const Credentials stranger = Stranger();
+  ASSERT_EQ(chown(olds.front().c_str(), stranger.uid, stranger.gid), 0);
+
+  auto root = format::SegmentWriter::Create(
+      WriterFor(dir.path(), "new", {}, std::make_shared<format::DirectoryBudgets>()), {});
+  ASSERT_TRUE(root.ok()) << root.status();
+  for (int n = 0; n < 20'000; ++n) ASSERT_TRUE((*root)->Append(Event(i++)).ok());
+  ASSERT_TRUE((*root)->Close().ok());
+  EXPECT_TRUE(fs::exists(olds.front()));
+  for (size_t n = 1; n < olds.size(); ++n) EXPECT_FALSE(fs::exists(olds[n])) << olds[n];
+}
+
 TEST(CallerProbesTest, APathNobodyCannotWalkFailsTheSameWhetherOrNotItExists) {
   REQUIRE_ROOT();
   RootOnly root_only;
@@ -274,6 +418,60 @@ TEST(CallerProbesTest, NobodysProbesAttachPerProcessAndSayChildrenGetNone) {
     warned = warned || warning.find("children started later get no uprobes") != std::string::npos;
   }
   EXPECT_TRUE(warned) << ::testing::PrintToString(as_nobody.warnings);
+}
+
+}  // namespace
+}  // namespace loupe
+
+namespace loupe {
+namespace {
+
+// A process of nobody's that holds more than nobody's rights in ptrace's eyes
+// (here: undumpable, as a setuid program is) is not nobody's to trace; a
+// plain one is.
+TEST(CallerTargetsTest, NobodyMayNotTraceItsUndumpableOrSetuidProcesses) {
+  REQUIRE_ROOT();
+  const Credentials nobody = Nobody();
+  auto spawn = [&](bool dumpable) {
+    int ready[2];
+    EXPECT_EQ(pipe(ready), 0);
+    const pid_t child = fork();
+    if (child == 0) {
+      if (setresgid(nobody.gid, nobody.gid, nobody.gid) != 0 ||
+          setresuid(nobody.uid, nobody.uid, nobody.uid) != 0) {
+        _exit(1);
+      }
+      prctl(PR_SET_DUMPABLE, dumpable ? 1 : 0);
+      (void)!write(ready[1], "x", 1);
+      // Gone with the test, whatever happens to it.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      pause();
+      _exit(0);
+    }
+    char byte;
+    EXPECT_EQ(read(ready[0], &byte, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+    return child;
+  };
+  const pid_t plain = spawn(true);
+  const pid_t undumpable = spawn(false);
+  absl::StatusOr<session::Targets> allowed =
+      session::Targets::Resolve({static_cast<uint32_t>(plain)}, 0, nobody.uid, false);
+  EXPECT_TRUE(allowed.ok()) << allowed.status();
+  absl::StatusOr<session::Targets> refused =
+      session::Targets::Resolve({static_cast<uint32_t>(undumpable)}, 0, nobody.uid, false);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("not dumpable"), std::string::npos)
+      << refused.status();
+  // Root may trace both.
+  EXPECT_TRUE(
+      session::Targets::Resolve({static_cast<uint32_t>(undumpable)}, 0, 0, false).ok());
+  for (pid_t child : {plain, undumpable}) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  }
 }
 
 }  // namespace

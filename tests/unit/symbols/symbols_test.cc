@@ -1,10 +1,13 @@
 // The symbolization parts that need no privileges: /proc/<pid>/maps and
 // kallsyms parsing, build ids, libdw on the test programs, demangling.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include "daemon/symbols/elf_symbolizer.h"
@@ -144,6 +147,29 @@ TEST(PerfMapTest, NamesJitRangesAndSkipsJunk) {
   EXPECT_EQ(map.Name(0x7f0000002010), "LazyCompile:~handler app.js:10");
   EXPECT_EQ(map.Name(0x7f0000003000), "");
   EXPECT_TRUE(PerfMap::Load(999'999'999).empty());
+}
+
+// The map lies in the traced process's /tmp, where anyone may put anything:
+// a FIFO must not block, a symlink must not be followed; only the process's
+// own regular file is read.
+TEST(PerfMapTest, OnlyTheProcesssOwnRegularFileIsRead) {
+  const std::string path = fmt::format("/tmp/perf-{}.map", getpid());
+  const std::string target = path + ".target";
+  auto clean = [&] {
+    unlink(path.c_str());
+    unlink(target.c_str());
+  };
+  clean();
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  EXPECT_TRUE(PerfMap::Load(static_cast<uint32_t>(getpid())).empty());  // and returned at once
+  clean();
+  std::ofstream(target) << "7f0000001000 100 jit_spin\n";
+  ASSERT_EQ(symlink(target.c_str(), path.c_str()), 0);
+  EXPECT_TRUE(PerfMap::Load(static_cast<uint32_t>(getpid())).empty());
+  clean();
+  std::ofstream(path) << "7f0000001000 100 jit_spin\n";
+  EXPECT_EQ(PerfMap::Load(static_cast<uint32_t>(getpid())).Name(0x7f0000001000), "jit_spin");
+  clean();
 }
 
 TEST(DemangleTest, CxxNamesAreReadable) {
