@@ -26,7 +26,7 @@ absl::Status BlockDecoder::Start(std::string_view block) {
 absl::Status BlockDecoder::ParseLayout(std::string_view block) {
   wire::Cursor cursor(block);
   uint64_t base_time = 0, event_count = 0, first_string_id = 0, first_stack_id = 0;
-  std::vector<std::string_view> new_strings;
+  uint64_t string_count = 0, string_bytes = 0;
   std::string_view depths, deltas;
 
   while (!cursor.empty()) {
@@ -56,9 +56,14 @@ absl::Status BlockDecoder::ParseLayout(std::string_view block) {
       case layout::kFirstStackId:
         ok = is_varint && cursor.ReadVarint(&first_stack_id);
         break;
-      case layout::kStrings:
+      case layout::kStrings:  // counted now, added once the whole block is checked
         ok = read_bytes(nullptr);
-        if (ok) new_strings.push_back(bytes);
+        if (ok && bytes.size() > layout::kMaxStringBytes) {
+          return Corrupt(fmt::format("a string of {} bytes, over the format's {}", bytes.size(),
+                                     layout::kMaxStringBytes));
+        }
+        ++string_count;
+        string_bytes += bytes.size();
         break;
       case layout::kStackDepths:
         ok = read_bytes(nullptr);
@@ -88,13 +93,13 @@ absl::Status BlockDecoder::ParseLayout(std::string_view block) {
             if (!status.ok()) return status;
           }
         } else {
-          ok = cursor.Skip(type);  // a field from a newer writer
+          ok = cursor.Skip(type);  // a field from a newer writer (or the frame number)
         }
     }
     if (!ok) return Corrupt(fmt::format("field {} is malformed or cut short", field));
   }
 
-  if (!new_strings.empty() && first_string_id != tables_->string_count() + 1) {
+  if (string_count > 0 && first_string_id != tables_->string_count() + 1) {
     return Corrupt(fmt::format("block defines strings from id {} but the segment has {}",
                                first_string_id, tables_->string_count()));
   }
@@ -102,13 +107,57 @@ absl::Status BlockDecoder::ParseLayout(std::string_view block) {
     return Corrupt(fmt::format("block defines stacks from id {} but the segment has {}",
                                first_stack_id, tables_->stack_count()));
   }
-  for (std::string_view text : new_strings) tables_->AddString(text);
+  // Every count is held to what the block can really hold before anything is
+  // allocated: an event takes at least a byte of each common column, a stack
+  // frame at least a byte of the frame column.
+  if (event_count > UINT32_MAX || event_count > kinds_.size()) {
+    return Corrupt(fmt::format("{} events but the kind column holds at most {}", event_count,
+                               kinds_.size()));
+  }
+  uint64_t stack_count = 0, frame_count = 0;
+  wire::Cursor depth_cursor(depths);
+  while (!depth_cursor.empty()) {
+    uint64_t depth;
+    if (!depth_cursor.ReadVarint(&depth) || depth == 0 || depth > layout::kMaxStackDepth) {
+      return Corrupt("stack depth out of range");
+    }
+    ++stack_count;
+    frame_count += depth;
+  }
+  if (frame_count > deltas.size()) {
+    return Corrupt(fmt::format("stacks of {} frames but the frame column holds at most {}",
+                               frame_count, deltas.size()));
+  }
+  const uint64_t cost = InternTables::Cost(string_count, string_bytes, stack_count, frame_count);
+  if (tables_->bytes() > tables_->limit() || cost > tables_->limit() - tables_->bytes()) {
+    return absl::DataLossError(fmt::format(
+        "damaged: event block defines {} strings and {} stacks taking {} bytes; with the {} "
+        "bytes before them that is over the reader's bound of {} for this segment",
+        string_count, stack_count, cost, tables_->bytes(), tables_->limit()));
+  }
+
+  AddStrings(block);
   if (absl::Status status = DefineStacks(depths, deltas); !status.ok()) return status;
 
-  if (event_count > UINT32_MAX) return Corrupt("event count out of range");
   remaining_ = static_cast<uint32_t>(event_count);
   time_ns_ = base_time;
   return absl::OkStatus();
+}
+
+// The second walk over a block already checked: its strings, in order.
+void BlockDecoder::AddStrings(std::string_view block) {
+  wire::Cursor cursor(block);
+  while (!cursor.empty()) {
+    uint64_t tag;
+    if (!cursor.ReadVarint(&tag)) return;
+    std::string_view bytes;
+    if ((tag >> 3) == layout::kStrings && (tag & 7) == wire::kLengthDelimited) {
+      if (!cursor.ReadLengthDelimited(&bytes)) return;
+      tables_->AddString(bytes);
+    } else if (!cursor.Skip(tag & 7)) {
+      return;
+    }
+  }
 }
 
 absl::Status BlockDecoder::ParseGroup(uint32_t kind, std::string_view group) {

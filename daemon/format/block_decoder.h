@@ -25,6 +25,8 @@ class BlockDecoder {
   BlockDecoder& operator=(const BlockDecoder&) = delete;
 
   // Starts decoding the body of an EventBlock (the bytes inside Frame.events).
+  // Strings and stacks that would take the tables past their limit are
+  // refused ("damaged: ...") before anything is allocated.
   absl::Status Start(std::string_view block);
 
   // Decodes the next record. Returns false at the end of the block or on
@@ -43,6 +45,7 @@ class BlockDecoder {
       present_ = !bytes.empty();
     }
     bool empty() const { return cursor_.empty(); }
+    size_t size() const { return cursor_.remaining(); }
     // On exhaustion sets *failed and returns 0; the caller checks once per record.
     uint64_t U(bool* failed) {
       uint64_t v = 0;
@@ -69,6 +72,7 @@ class BlockDecoder {
   };
 
   absl::Status ParseLayout(std::string_view block);
+  void AddStrings(std::string_view block);
   absl::Status ParseGroup(uint32_t kind, std::string_view group);
   absl::Status DefineStacks(std::string_view depths, std::string_view deltas);
   bool DecodePayload(RecordKind kind, Record* record);

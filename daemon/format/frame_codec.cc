@@ -1,8 +1,12 @@
 #include "daemon/format/frame_codec.h"
 
+// For ZSTD_getFrameHeader and ZSTD_decompressBound (exported by libzstd).
+#define ZSTD_STATIC_LINKING_ONLY
 #include <fmt/format.h>
+#include <zstd.h>
 #include <zstd_errors.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/base/internal/endian.h"
@@ -14,6 +18,42 @@ void AppendLittleEndian32(std::string* out, uint32_t v) {
   char bytes[4];
   absl::little_endian::Store32(bytes, v);
   out->append(bytes, 4);
+}
+
+// The most the blocks of a whole zstd frame can decompress to: raw and RLE
+// blocks state their size, a compressed block holds at most blockSizeMax.
+// (ZSTD_decompressBound trusts the frame's content size instead.) 0 when the
+// blocks cannot be walked.
+uint64_t BlocksBound(std::string_view frame, const ZSTD_frameHeader& header) {
+  constexpr size_t kBlockHeaderSize = 3;
+  uint64_t bound = 0;
+  size_t pos = header.headerSize;
+  while (pos + kBlockHeaderSize <= frame.size()) {
+    const auto* p = reinterpret_cast<const uint8_t*>(frame.data() + pos);
+    const uint32_t block = p[0] | (p[1] << 8) | (uint32_t{p[2]} << 16);
+    const bool last = block & 1;
+    const uint32_t type = (block >> 1) & 3;
+    const uint32_t size = block >> 3;
+    pos += kBlockHeaderSize;
+    switch (type) {
+      case 0:  // raw: `size` bytes follow
+        bound += size;
+        pos += size;
+        break;
+      case 1:  // RLE: one byte repeated `size` times
+        bound += size;
+        pos += 1;
+        break;
+      case 2:  // compressed: `size` bytes follow
+        bound += header.blockSizeMax;
+        pos += size;
+        break;
+      default:
+        return 0;
+    }
+    if (last) return bound;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -87,22 +127,39 @@ FrameScan ScanFrame(std::string_view data, size_t* frame_size, std::string* erro
 
 FrameDecompressor::FrameDecompressor() : dctx_(ZSTD_createDCtx()) {}
 
-absl::Status FrameDecompressor::Decompress(std::string_view frame, std::string* out) {
-  const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
-  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
-    return absl::DataLossError("zstd frame without a readable content size");
+absl::Status FrameDecompressor::Decompress(std::string_view frame, size_t limit,
+                                          std::string* out) {
+  ZSTD_frameHeader header;
+  if (ZSTD_getFrameHeader(&header, frame.data(), frame.size()) != 0 ||
+      header.frameType != ZSTD_frame) {
+    return absl::DataLossError("damaged: unreadable zstd frame header");
   }
-  if (size > kMaxDecompressedFrame) {
-    return absl::DataLossError(fmt::format("zstd frame claims {} bytes, over the limit", size));
+  if (header.frameContentSize == ZSTD_CONTENTSIZE_UNKNOWN) {
+    return absl::DataLossError("damaged: zstd frame without a content size");
+  }
+  if (!header.checksumFlag) return absl::DataLossError("damaged: zstd frame without a checksum");
+  const unsigned long long size = header.frameContentSize;
+  limit = std::min(limit, kMaxDecompressedFrame);
+  if (size > limit) {
+    return absl::DataLossError(fmt::format(
+        "damaged: frame decompresses to {} bytes, over the reader's bound of {}", size, limit));
+  }
+  // What the frame's blocks can hold: a lying content size costs nothing.
+  const uint64_t bound = BlocksBound(frame, header);
+  if (size > bound) {
+    return absl::DataLossError(
+        fmt::format("damaged: frame claims {} bytes but its blocks hold at most {}", size, bound));
   }
   if (!dctx_) return absl::ResourceExhaustedError("zstd: cannot create context");
+  // Grown exactly, without a copy of the old content next to the new.
+  if (size > out->capacity()) std::string().swap(*out);
   out->resize(size);
   const size_t n =
       ZSTD_decompressDCtx(dctx_.get(), out->data(), out->size(), frame.data(), frame.size());
   if (ZSTD_isError(n)) {
-    return absl::DataLossError(fmt::format("zstd: {}", ZSTD_getErrorName(n)));
+    return absl::DataLossError(fmt::format("corrupt frame: zstd: {}", ZSTD_getErrorName(n)));
   }
-  if (n != size) return absl::DataLossError("zstd frame shorter than its content size");
+  if (n != size) return absl::DataLossError("corrupt frame: shorter than its content size");
   return absl::OkStatus();
 }
 

@@ -21,7 +21,9 @@ inline constexpr uint32_t kSignatureMagic = 0x184D2A5E;  // in zstd's skippable 
 inline constexpr std::string_view kSignatureText = "LOUPESEG";
 inline constexpr size_t kSignatureSize = 8 + 8 + 4;  // zstd header, text, version
 
-// Frames larger than these are treated as corrupt: the writer never makes them.
+// Frames larger than these are damaged: the writer never makes them. A
+// reader also holds each frame to a smaller bound of its own (see
+// SegmentReader), so a small file cannot make it allocate this much.
 inline constexpr size_t kMaxCompressedFrame = 64 << 20;
 inline constexpr size_t kMaxDecompressedFrame = 256 << 20;
 
@@ -52,8 +54,10 @@ class FrameDecompressor {
  public:
   FrameDecompressor();
   // Replaces *out with the content of the one whole frame `frame`; verifies
-  // its checksum.
-  absl::Status Decompress(std::string_view frame, std::string* out);
+  // its checksum. A frame without content size or checksum, one that claims
+  // more than `limit` bytes (and kMaxDecompressedFrame), or more than its
+  // blocks can hold, is refused before anything is allocated.
+  absl::Status Decompress(std::string_view frame, size_t limit, std::string* out);
 
  private:
   struct Free {

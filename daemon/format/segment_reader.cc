@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "daemon/base/status_util.h"
 #include "daemon/format/block_layout.h"
+#include "daemon/format/parsed_size.h"
 #include "daemon/format/wire.h"
 
 namespace loupe::format {
@@ -23,7 +25,6 @@ void AddToTally(const Record& record, SegmentTally* tally) {
 
 namespace {
 
-
 // A Frame message holds exactly one length-delimited body field.
 bool SplitFrame(std::string_view payload, uint32_t* field, std::string_view* body) {
   wire::Cursor cursor(payload);
@@ -33,6 +34,30 @@ bool SplitFrame(std::string_view payload, uint32_t* field, std::string_view* bod
   return cursor.ReadLengthDelimited(body) && cursor.empty();
 }
 
+// The value of varint field `number` at the top level of a message; 0 when
+// it is absent (or the message cannot be walked).
+uint64_t TopLevelVarint(std::string_view message, uint32_t number) {
+  wire::Cursor cursor(message);
+  while (!cursor.empty()) {
+    uint64_t tag, value;
+    if (!cursor.ReadVarint(&tag)) return 0;
+    if ((tag >> 3) == number && (tag & 7) == wire::kVarint) {
+      return cursor.ReadVarint(&value) ? value : 0;
+    }
+    if (!cursor.Skip(tag & 7)) return 0;
+  }
+  return 0;
+}
+
+std::string_view FileType(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a fifo";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
 }  // namespace
 
 SegmentReader::SegmentReader(std::string path, ScopedFd fd, size_t read_chunk)
@@ -40,8 +65,16 @@ SegmentReader::SegmentReader(std::string path, ScopedFd fd, size_t read_chunk)
 
 absl::StatusOr<std::unique_ptr<SegmentReader>> SegmentReader::Open(const std::string& path,
                                                                    size_t read_chunk) {
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Non-blocking, so that opening a fifo does not wait for a writer; only
+  // regular files are read (TraceReader reads a directory by listing it).
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd.valid()) return ErrnoStatus("open", path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        fmt::format("{}: not a trace segment: {}, not a regular file", path, FileType(st.st_mode)));
+  }
   std::unique_ptr<SegmentReader> reader(new SegmentReader(path, std::move(fd), read_chunk));
 
   if (!reader->Fill(kSignatureSize)) {
@@ -60,12 +93,69 @@ absl::StatusOr<std::unique_ptr<SegmentReader>> SegmentReader::Open(const std::st
   std::string_view body;
   if (reader->ReadFrame() != Step::kFrame || !SplitFrame(reader->frame_payload_, &field, &body) ||
       field != layout::kFrameHeader ||
+      !reader->Afford(*v1::SegmentHeader::descriptor(), body, "header") ||
       !reader->header_.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
     std::string why = reader->problems_.empty() ? "header frame is missing or unreadable"
                                                 : reader->problems_.front();
     return absl::DataLossError(fmt::format("{}: {}", path, why));
   }
+  reader->numbered_frames_ = reader->header_.numbered_frames();
   return reader;
+}
+
+uint64_t SegmentReader::DecodeBound(uint64_t file_bytes) {
+  if (file_bytes > UINT64_MAX / kDecodedBytesPerFileByte) return UINT64_MAX;
+  return std::max(kMinDecodeBound, file_bytes * kDecodedBytesPerFileByte);
+}
+
+bool SegmentReader::Afford(const google::protobuf::Descriptor& type, std::string_view body,
+                           std::string_view what) {
+  const uint64_t bound = DecodeBound(file_offset_);
+  const uint64_t spent = decoded_bytes_ + tables_.bytes();
+  const uint64_t room = bound > spent ? bound - spent : 0;
+  const std::optional<uint64_t> cost = ParsedSizeBound(type, body, room);
+  if (!cost.has_value()) {
+    Problem(frame_offset_, fmt::format("corrupt {} frame", what));
+    return false;
+  }
+  if (*cost > room) {
+    Problem(frame_offset_,
+            fmt::format("damaged: the {} would take over {} bytes once parsed; with the {} bytes "
+                        "decoded before it, over the reader's bound of {} for this {}-byte file",
+                        what, room, spent, bound, file_offset_));
+    return false;
+  }
+  decoded_bytes_ += *cost;
+  return true;
+}
+
+SegmentReader::FrameOrder SegmentReader::CheckFrameNumber(std::string_view body) {
+  const uint64_t number = TopLevelVarint(body, layout::kFrameNumber);
+  const uint64_t expected = next_frame_number_;
+  if (number == expected) {
+    ++next_frame_number_;
+    return FrameOrder::kNext;
+  }
+  if (number == 0) {
+    Problem(frame_offset_, fmt::format("damaged: frame #{} states no frame number, though the "
+                                       "header says every frame does",
+                                       expected));
+    return FrameOrder::kGap;
+  }
+  if (number < expected) {
+    Problem(frame_offset_,
+            fmt::format("damaged: frame #{} again where frame #{} was expected (a duplicated or "
+                        "reordered frame); skipped",
+                        number, expected));
+    return FrameOrder::kRepeat;
+  }
+  Problem(frame_offset_,
+          fmt::format("damaged: frame #{} where frame #{} was expected: {} missing or out of order",
+                      number, expected,
+                      number == expected + 1 ? fmt::format("frame #{} is", expected)
+                                             : fmt::format("frames #{} to #{} are", expected,
+                                                           number - 1)));
+  return FrameOrder::kGap;
 }
 
 void SegmentReader::Problem(uint64_t offset, std::string_view what) {
@@ -105,12 +195,13 @@ SegmentReader::Step SegmentReader::ReadFrame() {
     std::string error;
     switch (ScanFrame(available, &frame_size, &error)) {
       case FrameScan::kWhole: {
-        absl::Status status =
-            decompressor_.Decompress(available.substr(0, frame_size), &frame_payload_);
+        absl::Status status = decompressor_.Decompress(
+            available.substr(0, frame_size), DecodeBound(file_offset_ + frame_size),
+            &frame_payload_);
         buffer_pos_ += frame_size;
         file_offset_ += frame_size;
         if (!status.ok()) {
-          Problem(frame_offset_, fmt::format("corrupt frame: {}", MessageOf(status)));
+          Problem(frame_offset_, MessageOf(status));
           return Step::kBroken;
         }
         return Step::kFrame;
@@ -141,21 +232,36 @@ bool SegmentReader::HandleFrame() {
     Problem(frame_offset_, "data after the trailer");
     return false;
   }
+  if (numbered_frames_ && field != layout::kFrameHeader) {
+    switch (CheckFrameNumber(body)) {
+      case FrameOrder::kNext:
+        break;
+      case FrameOrder::kRepeat:
+        return true;  // read already: skipped
+      case FrameOrder::kGap:
+        return false;  // what follows may depend on what is missing
+    }
+  }
   switch (field) {
-    case layout::kFrameEvents:
+    case layout::kFrameEvents: {
+      const uint64_t bound = DecodeBound(file_offset_);
+      tables_.set_limit(bound > decoded_bytes_ ? bound - decoded_bytes_ : 0);
       if (absl::Status status = decoder_.Start(body); !status.ok()) {
         Problem(frame_offset_, MessageOf(status));
         return false;
       }
       in_block_ = true;
       return true;
+    }
     case layout::kFrameSymbols:
+      if (!Afford(*v1::SymbolTable::descriptor(), body, "symbol table")) return false;
       if (!symbols_.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
         Problem(frame_offset_, "corrupt symbol frame");
         return false;
       }
       return true;
     case layout::kFrameTrailer:
+      if (!Afford(*v1::SegmentTrailer::descriptor(), body, "trailer")) return false;
       if (!trailer_.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
         Problem(frame_offset_, "corrupt trailer frame");
         return false;

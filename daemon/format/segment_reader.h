@@ -20,10 +20,23 @@
 
 namespace loupe::format {
 
+// Reading a segment costs memory in proportion to the file, never to what
+// its bytes claim: one frame's content, and everything decoded from the
+// segment (strings, stacks, header, symbols, trailer), are each held to
+// kDecodedBytesPerFileByte times the bytes of the file read so far, and at
+// least kMinDecodeBound (a frame also to kMaxDecompressedFrame). Past that
+// the segment is damaged: reading stops there with a problem, having
+// allocated nothing for it. The writer's segments stay far below: its blocks
+// hold at most 16 MiB of raw columns and its frames compress by far less.
+inline constexpr uint64_t kMinDecodeBound = 32 << 20;
+inline constexpr uint64_t kDecodedBytesPerFileByte = 256;
+
 class SegmentReader {
  public:
-  // Fails when the file cannot be opened or does not begin with a readable
-  // signature and header: then there is nothing to read from it.
+  // Fails when the file cannot be opened, is not a regular file (a fifo, a
+  // device, a directory: refused without reading or waiting), or does not
+  // begin with a readable signature and header: then there is nothing to
+  // read from it.
   // `read_chunk`: bytes read from the file at a time; small when only the
   // header is wanted (the shipper reads nothing else).
   static absl::StatusOr<std::unique_ptr<SegmentReader>> Open(const std::string& path,
@@ -57,6 +70,17 @@ class SegmentReader {
   Step ReadFrame();
   bool Fill(size_t wanted);  // makes `wanted` bytes available if the file has them
   bool HandleFrame();        // false when the file cannot be read further
+  // Checks the frame's number against the one expected: the next one; one
+  // read already (skipped); or one further on (reading stops: what follows
+  // may depend on what is missing). Either of the latter is a problem.
+  enum class FrameOrder { kNext, kRepeat, kGap };
+  FrameOrder CheckFrameNumber(std::string_view body);
+  // What may be decoded once the file has been read up to `file_bytes`.
+  static uint64_t DecodeBound(uint64_t file_bytes);
+  // Accounts a protobuf frame body before it is parsed; false (with a
+  // problem) when parsing it would go past the bound.
+  bool Afford(const google::protobuf::Descriptor& type, std::string_view body,
+              std::string_view what);
   void Problem(uint64_t offset, std::string_view what);
 
   std::string path_;
@@ -75,6 +99,9 @@ class SegmentReader {
   v1::SymbolTable symbols_;
   bool has_trailer_ = false;
   bool done_ = false;
+  bool numbered_frames_ = false;  // the header says every frame states its number
+  uint64_t next_frame_number_ = 1;
+  uint64_t decoded_bytes_ = 0;  // header, symbols, trailer (the tables count their own)
   std::vector<std::string> problems_;
 
   InternTables tables_;

@@ -1,15 +1,17 @@
 // Writes seed inputs for the fuzz targets with the real writer: whole
-// segments, cut ones, and bare event blocks; and control requests as
-// tracectl sends them, good and bad.
+// segments, cut ones, crafted ones (bombs, frames out of order), and bare
+// event blocks; and control requests as tracectl sends them, good and bad.
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <utility>
 
 #include "daemon/format/block_encoder.h"
+#include "daemon/format/block_layout.h"
 #include "daemon/format/segment_writer.h"
 #include "daemon/format/wire.h"
 #include "loupe/v1/control.pb.h"
+#include "tests/support/crafted_segments.h"
 #include "tests/support/every_kind.h"
 #include "tools/synthetic/synthetic_trace.h"
 
@@ -105,6 +107,19 @@ int main(int argc, char** argv) {
   Write(segments / "whole.loupe", whole);
   Write(segments / "half.loupe", std::string_view(whole).substr(0, whole.size() / 2));
 
+  // Crafted: bombs that ask for far more than they hold (a reader must stay
+  // within the fuzz run's memory limit on them), and frames out of order.
+  fs::create_directories(scratch);
+  const std::string small = testing::WriteSmallSegment(scratch.string(), "crafted");
+  fs::remove_all(scratch);
+  if (small.empty()) return 1;
+  for (const auto& crafted : testing::CraftBombs(small, 24 << 20)) {
+    Write(segments / (crafted.name + ".loupe"), crafted.bytes);
+  }
+  for (const auto& crafted : testing::CraftReorderings(small)) {
+    Write(segments / (crafted.name + ".loupe"), crafted.bytes);
+  }
+
   // Bare blocks: what Frame.events holds.
   format::BlockEncoder encoder;
   synthetic::Trace synthetic;
@@ -122,5 +137,17 @@ int main(int argc, char** argv) {
     if (!cursor.ReadVarint(&tag) || !cursor.ReadLengthDelimited(&body)) return 1;
     Write(blocks / ("block" + std::to_string(i) + ".bin"), body);
   }
+  // Counts past what the block holds: a million events in ten kind bytes,
+  // 2048 stack frames in a hundred frame bytes.
+  std::string counts;
+  format::wire::AppendVarintField(&counts, format::layout::kEventCount, 1'000'000);
+  format::wire::AppendBytesField(&counts, format::layout::kKinds, std::string(10, '\x01'));
+  Write(blocks / "count-lie.bin", counts);
+  std::string stacks, depths;
+  format::wire::AppendVarintField(&stacks, format::layout::kFirstStackId, 1);
+  for (int i = 0; i < 4; ++i) format::wire::AppendVarint(&depths, 512);
+  format::wire::AppendBytesField(&stacks, format::layout::kStackDepths, depths);
+  format::wire::AppendBytesField(&stacks, format::layout::kStackFrameDeltas, std::string(100, '\0'));
+  Write(blocks / "stack-lie.bin", stacks);
   return 0;
 }
