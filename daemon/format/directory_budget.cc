@@ -3,10 +3,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <filesystem>
 
 #include "daemon/base/scoped_fd.h"
@@ -37,39 +41,73 @@ ScopedFd OpenRegular(const std::string& path, struct stat* st) {
 
 std::string FdPath(const ScopedFd& fd) { return fmt::format("/proc/self/fd/{}", fd.get()); }
 
-}  // namespace
+int64_t Ns(const timespec& ts) {
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
-namespace {
-
-// The identity in the header of the open file `fd`.
-std::optional<WriterIdentity> IdentityOf(const ScopedFd& fd, std::string* session) {
+// What the header of the open file `fd` (fstat as `st`) says.
+std::optional<SegmentFileFacts> FactsOf(const ScopedFd& fd, const struct stat& st) {
   // The header is in the first frame: a small read is enough.
   absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(FdPath(fd), 4096);
   if (!reader.ok()) return std::nullopt;
   const v1::SegmentHeader& header = (*reader)->header();
   if (header.writer_id().empty()) return std::nullopt;  // an earlier format, or not a writer's
-  if (session != nullptr) *session = header.session_id();
-  return WriterIdentity{header.host(), header.writer_id()};
+  SegmentFileFacts facts;
+  facts.identity = {header.host(), header.writer_id()};
+  facts.session = header.session_id();
+  facts.owner = st.st_uid;
+  facts.group = st.st_gid;
+  facts.allocated = static_cast<uint64_t>(st.st_blocks) * 512;
+  // The header's clock is the owner's word too, but a file cannot pass for
+  // newer than the moment it was made or last renamed (ctime).
+  const uint64_t realtime = header.clock().realtime_ns();
+  facts.start_ns = std::min<int64_t>(
+      realtime > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(realtime),
+      Ns(st.st_ctim));
+  return facts;
 }
 
 }  // namespace
 
-std::optional<WriterIdentity> ReadSegmentIdentity(const std::string& path, uid_t* owner,
-                                                  uint64_t* size, std::string* session) {
+std::optional<SegmentFileFacts> ReadSegmentFacts(const std::string& path) {
   struct stat st;
   ScopedFd fd = OpenRegular(path, &st);
   if (!fd.valid()) return std::nullopt;
-  std::optional<WriterIdentity> identity = IdentityOf(fd, session);
-  if (identity && owner != nullptr) *owner = st.st_uid;
-  if (identity && size != nullptr) *size = static_cast<uint64_t>(st.st_size);
-  return identity;
+  return FactsOf(fd, st);
+}
+
+std::optional<Credentials> OwnerCredentials(uid_t uid, gid_t gid,
+                                            const std::optional<Credentials>& caller) {
+  if (caller && caller->uid == uid) return *caller;
+  if (uid == 0 || uid == geteuid()) return std::nullopt;  // louped's own rights are the owner's
+  Credentials owner{.uid = uid, .gid = gid};
+  std::vector<char> buffer(16 << 10);
+  passwd entry;
+  passwd* found = nullptr;
+  if (getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
+    return owner;  // no such user: the file's group and no others
+  }
+  owner.gid = entry.pw_gid;
+  int count = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(count));
+  if (getgrouplist(entry.pw_name, entry.pw_gid, groups.data(), &count) < 0) {
+    groups.resize(static_cast<size_t>(count));
+    if (getgrouplist(entry.pw_name, entry.pw_gid, groups.data(), &count) < 0) count = 0;
+  }
+  groups.resize(static_cast<size_t>(std::max(count, 0)));
+  std::sort(groups.begin(), groups.end());
+  groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+  owner.groups = std::move(groups);
+  return owner;
 }
 
 absl::Status DirectoryBudget::Join(const std::string& session, uint64_t reserve,
                                    const std::optional<Credentials>& caller) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    members_[session].reserved = reserve;
+    Member& member = members_[session];
+    member.uid = caller ? caller->uid : geteuid();
+    member.reserved = reserve;
   }
   ScopedFsCredentials as_caller;
   if (absl::Status status = as_caller.Take(caller); !status.ok()) return status;
@@ -93,14 +131,12 @@ absl::Status DirectoryBudget::Join(const std::string& session, uint64_t reserve,
   std::vector<std::pair<std::string, Segment>> found;
   for (const std::string& name : names) {
     const std::string path = directory_ + "/" + name;
-    Segment segment;
-    struct stat st;
-    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (ReadSegmentIdentity(path, &segment.owner, &segment.size, &segment.session) != identity_) {
-      continue;
-    }
-    segment.order = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-    found.emplace_back(path, std::move(segment));
+    std::optional<SegmentFileFacts> facts = ReadSegmentFacts(path);
+    if (!facts || facts->identity != identity_) continue;
+    found.emplace_back(path, Segment{.session = std::move(facts->session),
+                                     .size = facts->allocated,
+                                     .owner = facts->owner,
+                                     .order = facts->start_ns});
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [path, segment] : found) {
@@ -171,11 +207,12 @@ std::vector<Eviction> DirectoryBudget::Enforce(
     const std::string& session, uint64_t limit, const std::optional<Credentials>& caller,
     const std::function<bool(const std::string&)>& shipped) {
   std::vector<Eviction> to_report;
-  ScopedFsCredentials as_caller;
   // Without the caller's rights nothing is removed: the directory stays
   // over budget rather than louped deleting with its own.
-  if (!as_caller.Take(caller).ok()) return to_report;
+  if (ScopedFsCredentials probe; !probe.Take(caller).ok()) return to_report;
   const bool any_owner = !caller || caller->root();
+  const uid_t evictor = caller ? caller->uid : geteuid();
+  std::map<uid_t, std::optional<Credentials>> owners;  // looked up once per call
   while (true) {
     std::string path;
     Segment victim;
@@ -196,29 +233,56 @@ std::vector<Eviction> DirectoryBudget::Enforce(
       segments_.erase(segment);
       sealed_bytes_ -= victim.size;
     }
-    // A copy of what was shipped: evicting it loses nothing.
-    if (shipped && shipped(path)) {
-      ::unlink(path.c_str());
-      continue;
-    }
-    // The file is checked again just before it goes: still a regular file of
-    // this identity and session (a name can be replaced since it was found).
+    // The file is checked again just before it goes, as the caller: still a
+    // regular file of this identity and session (a name can be replaced
+    // since it was found), and the caller's own unless the caller is root.
     // ENOENT: the shipper deleted it once a collector had it; nothing lost.
     struct stat st;
-    ScopedFd fd = OpenRegular(path, &st);
-    if (!fd.valid()) continue;
-    std::string header_session;
-    if (IdentityOf(fd, &header_session) != identity_ || header_session != victim.session) {
+    ScopedFd fd;
+    std::optional<SegmentFileFacts> facts;
+    {
+      ScopedFsCredentials as_caller;
+      if (!as_caller.Take(caller).ok()) continue;
+      fd = OpenRegular(path, &st);
+      if (fd.valid()) facts = FactsOf(fd, st);
+    }
+    if (!facts || facts->identity != identity_ || facts->session != victim.session ||
+        (!any_owner && st.st_uid != caller->uid)) {
       continue;  // not ours (any more): left alone and no longer counted
     }
-    if (!victim.tally) victim.tally = TallySegment(FdPath(fd));
-    if (::unlink(path.c_str()) != 0) continue;
+    // A copy of what was shipped: evicting it loses nothing. Asked with
+    // louped's rights: the marks are louped's, in a folder only it may use.
+    const bool shipped_copy = shipped && shipped(path);
+    if (!shipped_copy && !victim.tally) {
+      ScopedFsCredentials as_caller;  // /proc/self/fd opens the file anew, checked as usual
+      if (!as_caller.Take(caller).ok()) continue;
+      victim.tally = TallySegment(FdPath(fd));
+    }
+    {
+      // Removed with the owner's rights: root's session never deletes
+      // what the owner could not (a folder the owner may not write, a
+      // sticky folder it does not own a file of).
+      auto owner = owners.find(st.st_uid);
+      if (owner == owners.end()) {
+        owner = owners.emplace(st.st_uid, OwnerCredentials(st.st_uid, st.st_gid, caller)).first;
+      }
+      ScopedFsCredentials as_owner;
+      if (!as_owner.Take(owner->second).ok()) continue;
+      struct stat now;
+      if (lstat(path.c_str(), &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
+        continue;  // replaced since the check: not the file checked
+      }
+      if (::unlink(path.c_str()) != 0) continue;
+    }
+    if (shipped_copy) continue;
     Eviction eviction{FileName(path), *victim.tally};
+    // Reported only in a trace of the file's owner: what another user
+    // wrote into a file of its own is no evidence for someone else's trace.
     std::lock_guard<std::mutex> lock(mutex_);
-    auto owner = members_.find(victim.session);
-    if (victim.session != session && owner != members_.end()) {
-      owner->second.mailbox.push_back(std::move(eviction));
-    } else {
+    auto member = members_.find(victim.session);
+    if (victim.session != session && member != members_.end() && member->second.uid == st.st_uid) {
+      member->second.mailbox.push_back(std::move(eviction));
+    } else if (evictor == st.st_uid) {
       to_report.push_back(std::move(eviction));
     }
   }

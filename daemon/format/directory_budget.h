@@ -11,11 +11,22 @@
 // for a caller that is not root evicts only the caller's own files, and
 // every file operation runs with the caller's credentials.
 //
-// Every eviction reaches a trace: a live session whose segment was evicted
-// by another writer finds it in its mailbox (TakeEvictions) and reports it
-// in its next segment; an eviction of a segment whose session is no longer
-// writing (ended, or an earlier run) is reported by the writer that evicted
-// it, so the surviving segments of the directory account for every event.
+// What a file in the directory says of itself is its owner's word: a member
+// of the socket group can copy one of its own segments under any name and
+// set its size and times. So a file counts what it takes on disk
+// (st_blocks, not st_size: a sparse file claims nothing), goes in the order
+// of its header's start time capped by its ctime (which no user can set:
+// a file made now cannot pass for one made later), and is removed only with
+// its owner's file rights, so even root's session never deletes what the
+// owner itself could not.
+//
+// Every eviction reaches a trace, and only a trace of the file's owner: a
+// live session whose segment was evicted by another writer finds it in its
+// mailbox (TakeEvictions) and reports it in its next segment; an eviction
+// of a segment whose session is no longer writing (ended, or an earlier
+// run) is reported by the writer that evicted it. Either only when the
+// session's uid owns the evicted file: a tally or session id another user
+// wrote into a file of its own never reaches someone else's trace.
 #ifndef LOUPE_DAEMON_FORMAT_DIRECTORY_BUDGET_H_
 #define LOUPE_DAEMON_FORMAT_DIRECTORY_BUDGET_H_
 
@@ -81,8 +92,10 @@ class DirectoryBudget {
   // Evicts the oldest segments `caller` may remove until the budget's
   // segments plus every writer's reserved room fit `limit`. Returns the
   // evictions `session` is to report: its own, and those of segments no
-  // live writer owns. A segment `shipped` says a collector holds is removed
-  // without loss. File operations run as `caller`.
+  // live writer owns, both when of the same uid as the file. A segment
+  // `shipped` says a collector holds is removed without loss (`shipped` is
+  // asked with louped's own rights: its marks are louped's). Files are
+  // checked as `caller` and removed as their owner.
   std::vector<Eviction> Enforce(const std::string& session, uint64_t limit,
                                 const std::optional<Credentials>& caller,
                                 const std::function<bool(const std::string&)>& shipped);
@@ -98,9 +111,12 @@ class DirectoryBudget {
     uint64_t size = 0;
     uid_t owner = 0;
     std::optional<SegmentTally> tally;  // unknown for files found on disk
-    int64_t order = 0;                  // mtime (ns) when found, seal time when added
+    // Realtime ns: seal time when added; when found, the header's start
+    // capped by the file's ctime (never its mtime, which the owner sets).
+    int64_t order = 0;
   };
   struct Member {
+    uid_t uid = 0;  // whose files it writes: only their evictions reach its trace
     uint64_t reserved = 0;
     std::vector<Eviction> mailbox;
   };
@@ -130,13 +146,26 @@ class DirectoryBudgets {
   std::map<std::pair<std::string, WriterIdentity>, std::weak_ptr<DirectoryBudget>> budgets_;
 };
 
-// The identity in the header of the segment at `path`, if it is a regular
-// file (not followed through a symlink) that reads as a segment. `owner`
-// and `size` are filled from the same open file. Read with the thread's
-// current credentials.
-std::optional<WriterIdentity> ReadSegmentIdentity(const std::string& path, uid_t* owner = nullptr,
-                                                  uint64_t* size = nullptr,
-                                                  std::string* session = nullptr);
+// What the segment file at `path` says of itself, if it is a regular file
+// (not followed through a symlink) that reads as a segment; everything from
+// the same open file. Read with the thread's current credentials.
+struct SegmentFileFacts {
+  WriterIdentity identity;
+  std::string session;  // the header's session id
+  uid_t owner = 0;
+  gid_t group = 0;
+  uint64_t allocated = 0;  // st_blocks * 512: what it takes on disk, not what it claims
+  int64_t start_ns = 0;    // the header's realtime start, capped by the file's ctime
+};
+std::optional<SegmentFileFacts> ReadSegmentFacts(const std::string& path);
+
+// The file rights of the user owning a file (uid `uid`, group `gid`): the
+// caller's own when it is that user, else the user's primary and
+// supplementary groups from the user database (none when it has no entry:
+// fewer rights, never more). nullopt, no change, for root's and louped's
+// own files.
+std::optional<Credentials> OwnerCredentials(uid_t uid, gid_t gid,
+                                            const std::optional<Credentials>& caller);
 
 // Creates a daemon's own output directory if it is missing, for every
 // caller to write into with its own rights: with `group` (the control

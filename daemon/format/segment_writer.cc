@@ -30,6 +30,9 @@ constexpr uint64_t kMinBlockRoom = 4 << 10;
 // A trailer names at most this many evicted segments (the most recent);
 // their counts are complete regardless.
 constexpr size_t kMaxEvictedNames = 64;
+// Segment names already taken by files not this writer's that opening a
+// segment skips before giving up.
+constexpr int kMaxTakenNames = 1024;
 
 uint64_t ReadClock(clockid_t clock) {
   timespec ts;
@@ -229,14 +232,27 @@ void SegmentWriter::CountLoss(LossSource source, LossReason reason, uint64_t cou
 }
 
 absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
-  const std::string path = SegmentPath(sequence_, /*active=*/true);
+  std::string path;
   ScopedFd fd;
   {
     ScopedFsCredentials as_caller;  // the caller's file, checked with its rights
     if (absl::Status status = as_caller.Take(options_.credentials); !status.ok()) return status;
-    fd.Reset(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
-                    options_.file_mode));
-    if (!fd.valid()) return ErrnoStatus("create segment", path);
+    // A name someone else took first (in a shared folder another user can
+    // predict the next one) is skipped, not a reason to lose every event.
+    for (int tries = 0;; ++tries, ++sequence_) {
+      path = SegmentPath(sequence_, /*active=*/true);
+      struct stat sealed;
+      if (lstat(SegmentPath(sequence_, /*active=*/false).c_str(), &sealed) == 0) {
+        if (tries < kMaxTakenNames) continue;
+        errno = EEXIST;
+      } else {
+        fd.Reset(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
+                        options_.file_mode));
+        if (!fd.valid() && errno == EEXIST && tries < kMaxTakenNames) continue;
+      }
+      if (!fd.valid()) return ErrnoStatus("create segment", path);
+      break;
+    }
   }
   // Evictions of this session's segments by other writers since the last
   // segment are reported in this one.

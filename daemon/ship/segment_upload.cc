@@ -16,10 +16,35 @@
 namespace loupe::ship {
 namespace {
 
-absl::StatusOr<v1::UploadBegin> DescribeOpen(const std::string& path, int fd) {
+// Opens the segment at `path`: not through a symlink, not blocking on a
+// FIFO, and only a regular file with one link.
+absl::StatusOr<ScopedFd> OpenSegmentFile(const std::string& path, struct stat* st) {
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open", path);
+  if (fstat(fd.get(), st) != 0) return ErrnoStatus("stat", path);
+  if (!S_ISREG(st->st_mode) || st->st_nlink != 1) {
+    return absl::FailedPreconditionError(
+        fmt::format("{} is not a regular file with one link: not shipped", path));
+  }
+  return fd;
+}
+
+// Everything is read from `fd` (through /proc/self/fd): the file announced
+// is the file sent, whatever happens to its name meanwhile.
+absl::StatusOr<v1::UploadBegin> DescribeOpen(const std::string& path, int fd,
+                                             const struct stat& info) {
+  const std::string fd_path = fmt::format("/proc/self/fd/{}", fd);
+  // Errors name the segment, not the descriptor.
+  auto named = [&](const absl::Status& status) {
+    std::string message(status.message());
+    if (const size_t at = message.find(fd_path); at != std::string::npos) {
+      message.replace(at, fd_path.size(), path);
+    }
+    return absl::Status(status.code(), message);
+  };
   absl::StatusOr<std::unique_ptr<format::SegmentReader>> reader =
-      format::SegmentReader::Open(path, /*read_chunk=*/16 << 10);
-  if (!reader.ok()) return reader.status();
+      format::SegmentReader::Open(fd_path, /*read_chunk=*/16 << 10);
+  if (!reader.ok()) return named(reader.status());
   const v1::SegmentHeader& header = (*reader)->header();
   v1::UploadBegin begin;
   begin.mutable_id()->set_host(header.host());
@@ -27,11 +52,9 @@ absl::StatusOr<v1::UploadBegin> DescribeOpen(const std::string& path, int fd) {
   begin.mutable_id()->set_session_id(header.session_id());
   begin.mutable_id()->set_sequence(header.sequence());
   begin.set_start_realtime_ns(header.clock().realtime_ns());
-  struct stat info {};
-  if (fstat(fd, &info) != 0) return ErrnoStatus("stat", path);
   begin.set_size(static_cast<uint64_t>(info.st_size));
-  absl::StatusOr<std::string> digest = Sha256OfFile(path);
-  if (!digest.ok()) return digest.status();
+  absl::StatusOr<std::string> digest = Sha256OfFile(fd_path);
+  if (!digest.ok()) return named(digest.status());
   begin.set_sha256(*digest);
   return begin;
 }
@@ -46,9 +69,10 @@ void Pace(uint64_t rate, uint64_t sent, std::chrono::steady_clock::time_point st
 }  // namespace
 
 absl::StatusOr<v1::UploadBegin> DescribeSegment(const std::string& path) {
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus("open", path);
-  return DescribeOpen(path, fd.get());
+  struct stat info {};
+  absl::StatusOr<ScopedFd> fd = OpenSegmentFile(path, &info);
+  if (!fd.ok()) return fd.status();
+  return DescribeOpen(path, fd->get(), info);
 }
 
 absl::StatusOr<UploadOutcome> UploadSegment(CollectorConnection& connection,
@@ -57,12 +81,16 @@ absl::StatusOr<UploadOutcome> UploadSegment(CollectorConnection& connection,
                                             const CancelHook& on_call) {
   // Read from one descriptor throughout: if the writer evicts the file
   // meanwhile, the bytes announced are still the bytes sent.
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus("open", path);
-  absl::StatusOr<v1::UploadBegin> begin = DescribeOpen(path, fd.get());
+  struct stat info {};
+  absl::StatusOr<ScopedFd> opened = OpenSegmentFile(path, &info);
+  if (!opened.ok()) return opened.status();
+  ScopedFd fd = *std::move(opened);
+  absl::StatusOr<v1::UploadBegin> begin = DescribeOpen(path, fd.get(), info);
   if (!begin.ok()) return begin.status();
 
   UploadOutcome outcome;
+  outcome.dev = info.st_dev;
+  outcome.ino = info.st_ino;
   outcome.size = begin->size();
   std::unique_ptr<grpc::ClientContext> context = connection.NewContext(settings.timeout);
   if (on_call) on_call(context.get());

@@ -3,6 +3,8 @@
 #ifndef LOUPE_DAEMON_SHIP_SEGMENT_UPLOAD_H_
 #define LOUPE_DAEMON_SHIP_SEGMENT_UPLOAD_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -20,6 +22,8 @@ struct UploadSettings {
 };
 
 struct UploadOutcome {
+  dev_t dev = 0;  // the file read (a name can be given to another file since)
+  ino_t ino = 0;
   uint64_t size = 0;
   uint64_t resumed_from = 0;  // bytes the collector had already
   uint64_t bytes_sent = 0;
@@ -32,7 +36,9 @@ struct UploadOutcome {
 using CancelHook = std::function<void(grpc::ClientContext*)>;
 
 // The announcement of the segment at `path`: its header's identity and
-// start time, its size and SHA-256.
+// start time, its size and SHA-256. `path` must be a regular file with one
+// link, not a symlink (in a shared folder, root ships nothing a member
+// points it at).
 absl::StatusOr<v1::UploadBegin> DescribeSegment(const std::string& path);
 
 absl::StatusOr<UploadOutcome> UploadSegment(CollectorConnection& connection,

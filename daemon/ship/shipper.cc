@@ -33,7 +33,9 @@ absl::StatusOr<std::unique_ptr<Shipper>> Shipper::Start(ShipperOptions options,
       CollectorConnection::Open(options.collector);
   if (!connection.ok()) return connection.status();
   Outbox outbox(options.directory, options.keep_shipped);
-  if (absl::Status recovered = outbox.RecoverInterrupted(); !recovered.ok()) return recovered;
+  if (absl::Status prepared = outbox.Prepare(); !prepared.ok()) return prepared;
+  // What a crashed run left .active is louped's to seal (leftovers.h),
+  // before the shipper starts; other writers' files are not ours to touch.
   std::unique_ptr<Shipper> shipper(
       new Shipper(std::move(options), std::move(log), *std::move(connection)));
   shipper->thread_ = std::thread([raw = shipper.get()] { raw->Run(); });
@@ -142,7 +144,9 @@ bool Shipper::ShipOne() {
     Failed(next->path, outcome.status());
     return true;
   }
-  if (absl::Status released = outbox_.Shipped(next->path); !released.ok()) {
+  if (absl::Status released =
+          outbox_.Shipped(next->path, {outcome->dev, outcome->ino, outcome->size});
+      !released.ok()) {
     // Shipping again later is harmless: the collector acknowledges duplicates.
     log_->error("shipper: {}", MessageOf(released));
   }

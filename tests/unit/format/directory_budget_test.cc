@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -236,6 +238,102 @@ TEST(DirectoryBudgetTest, ReservedRoomCountsUntilTheWriterLeaves) {
   EXPECT_EQ(budget.used_bytes(), 64u << 10);
   EXPECT_TRUE(budget.Leave("b").empty());
   EXPECT_EQ(budget.used_bytes(), 0u);
+}
+
+// What a file says of itself is its owner's word: a copy of a segment
+// truncated to 1 TiB (sparse) and dated 2099 counts the blocks it takes
+// and goes in the order of its header (capped by its ctime), so it neither
+// fills the budget nor outlives what was written after it; a segment's
+// mtime does not reorder it either.
+TEST(DirectoryBudgetTest, ADecoyClaimsOnlyTheDiskItTakesAndNoAgeItSets) {
+  testing::TempDir dir;
+  Records records;
+  {
+    WriterOptions options = Options(dir.path(), "a", nullptr);
+    options.max_total_size = 64 << 20;  // nothing evicted while writing
+    auto writer = Create(options);
+    for (int i = 0; i < 6000; ++i) ASSERT_TRUE(writer->Append(records.Next()).ok());
+    ASSERT_TRUE(writer->Close().ok());
+  }
+  std::vector<std::string> sealed;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir.path())) {
+    sealed.push_back(entry.path().filename().string());
+  }
+  std::sort(sealed.begin(), sealed.end());
+  ASSERT_GE(sealed.size(), 3u);
+  const std::string first = sealed.front(), last = sealed.back();
+  ASSERT_EQ(first, "a-000000.loupe");
+
+  // The decoy: a copy of the first segment under a name of its own.
+  const std::string decoy = dir.File("x-000001.loupe");
+  fs::copy_file(dir.File(first), decoy);
+  fs::resize_file(decoy, uint64_t{1} << 40);
+  const auto in_2099 = fs::file_time_type::clock::now() + std::chrono::hours(24 * 365 * 70);
+  const auto in_1970 = fs::file_time_type::clock::now() - std::chrono::hours(24 * 365 * 50);
+  fs::last_write_time(decoy, in_2099);
+  // mtimes that would reverse the order if they counted.
+  fs::last_write_time(dir.File(first), in_2099);
+  fs::last_write_time(dir.File(last), in_1970);
+
+  DirectoryBudget budget(dir.path(), {"", kOurs});
+  ASSERT_TRUE(budget.Join("c", 0, std::nullopt).ok());
+  uint64_t allocated = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir.path())) {
+    struct stat st;
+    ASSERT_EQ(stat(entry.path().c_str(), &st), 0);
+    allocated += static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  EXPECT_EQ(budget.used_bytes(), allocated);
+  EXPECT_LT(budget.used_bytes(), uint64_t{4} << 20);
+
+  // Within its budget by what the files take: nothing goes.
+  EXPECT_TRUE(budget.Enforce("c", 8 << 20, std::nullopt, {}).empty());
+  for (const std::string& name : sealed) EXPECT_TRUE(fs::exists(dir.File(name))) << name;
+
+  // One over: the oldest by its header goes, whatever the mtimes say (the
+  // decoy has the first segment's header; the name breaks the tie).
+  std::vector<Eviction> evicted = budget.Enforce("c", budget.used_bytes() - 1, std::nullopt, {});
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].name, first);
+  EXPECT_FALSE(fs::exists(dir.File(first)));
+  EXPECT_TRUE(fs::exists(dir.File(last)));
+  EXPECT_TRUE(fs::exists(decoy));
+  // Next: the decoy (made now, its header as old as the first), not the
+  // last segment, which its mtime of 1970 would put first.
+  evicted = budget.Enforce("c", budget.used_bytes() - 1, std::nullopt, {});
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].name, "x-000001.loupe");
+  EXPECT_TRUE(fs::exists(dir.File(last)));
+}
+
+// Someone who predicts the next segment names and takes them first (an
+// active name, a sealed name) costs the writer those names, not its events.
+TEST(DirectoryBudgetTest, SegmentNamesTakenBySomeoneElseAreSkipped) {
+  testing::TempDir dir;
+  Records records;
+  WriterOptions options = Options(dir.path(), "s", nullptr);
+  options.max_total_size = 64 << 20;
+  auto writer = Create(options);
+  std::ofstream(dir.File("s-000000.loupe.active")) << "squatter's";
+  std::ofstream(dir.File("s-000001.loupe")) << "squatter's too";
+  constexpr int kEvents = 3000;
+  for (int i = 0; i < kEvents; ++i) ASSERT_TRUE(writer->Append(records.Next()).ok()) << i;
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(writer->stats().events_lost, 0u);
+  EXPECT_EQ(Slurp(dir.File("s-000000.loupe.active")), "squatter's");
+  EXPECT_EQ(Slurp(dir.File("s-000001.loupe")), "squatter's too");
+  ASSERT_TRUE(fs::exists(dir.File("s-000002.loupe")));
+  std::vector<std::string> paths;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name != "s-000001.loupe" && name.ends_with(kSealedSuffix)) paths.push_back(entry.path());
+  }
+  auto trace = TraceReader::Open(paths);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  Record record;
+  uint64_t read = 0;
+  while ((*trace)->Next(&record)) read += std::holds_alternative<SchedSwitch>(record.payload);
+  EXPECT_EQ(read, static_cast<uint64_t>(kEvents));
 }
 
 }  // namespace
