@@ -285,6 +285,10 @@ void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
   wire::AppendBytesField(frame, layout::kFrameEvents, block);
 
   // The next block defines what is interned from here on.
+  last_first_string_id_ = first_string_id_;
+  last_first_stack_id_ = first_stack_id_;
+  last_block_truncations_ = block_truncations_;
+  block_truncations_ = truncations_;
   first_string_id_ = static_cast<uint32_t>(string_ids_.size()) + 1;
   first_stack_id_ = static_cast<uint32_t>(stack_ids_.size()) + 1;
   new_strings_.clear();
@@ -297,6 +301,28 @@ void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
   for (auto& group : columns_) {
     for (VarintColumn& column : group) column.Clear();
   }
+}
+
+void BlockEncoder::ForgetLastBlock() {
+  // Ids are handed out in order, so the block's own are those from its first.
+  for (auto it = string_ids_.begin(); it != string_ids_.end();) {
+    if (it->second >= last_first_string_id_) {
+      string_ids_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = stack_ids_.begin(); it != stack_ids_.end();) {
+    if (it->second >= last_first_stack_id_) {
+      stack_ids_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  first_string_id_ = last_first_string_id_;
+  first_stack_id_ = last_first_stack_id_;
+  truncations_ = last_block_truncations_;
+  block_truncations_ = truncations_;
 }
 
 void BlockEncoder::StartSegment() {

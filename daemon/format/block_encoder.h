@@ -44,6 +44,12 @@ class BlockEncoder {
   // 0 writes none.
   void FinishBlock(std::string* frame, uint64_t frame_number = 0);
 
+  // Takes back the block FinishBlock just made, which could not be stored
+  // (a write failed): the strings and stacks it defined are forgotten, and so
+  // are the cuts counted in it, so the next block defines them again and no
+  // later block refers to what was lost. Only right after FinishBlock.
+  void ForgetLastBlock();
+
   // Forgets interned strings and stacks: the next block starts a segment.
   void StartSegment();
 
@@ -96,6 +102,12 @@ class BlockEncoder {
   std::array<std::array<VarintColumn, layout::kMaxColumnsPerKind>, kMaxRecordKind + 1> columns_;
 
   EncoderTruncations truncations_;
+  EncoderTruncations block_truncations_;  // truncations_ when the block being built began
+  // The block FinishBlock made last: where its definitions began, and the
+  // cuts before it.
+  uint32_t last_first_string_id_ = 1;
+  uint32_t last_first_stack_id_ = 1;
+  EncoderTruncations last_block_truncations_;
 };
 
 }  // namespace loupe::format

@@ -14,6 +14,7 @@
 
 #include "daemon/base/status_util.h"
 #include "daemon/format/block_layout.h"
+#include "daemon/format/loss_tally.h"
 #include "daemon/format/segment_files.h"
 #include "daemon/format/segment_reader.h"
 #include "daemon/format/wire.h"
@@ -30,6 +31,9 @@ constexpr uint64_t kMinBlockRoom = 4 << 10;
 // A trailer names at most this many evicted segments (the most recent);
 // their counts are complete regardless.
 constexpr size_t kMaxEvictedNames = 64;
+// After a write failed, opening or sealing a segment is tried again this
+// much later, not for every event (blocks are tried as they fill).
+constexpr uint64_t kRetryPeriodNs = 50'000'000;
 // Segment names already taken by files not this writer's that opening a
 // segment skips before giving up.
 constexpr int kMaxTakenNames = 1024;
@@ -133,8 +137,11 @@ uint64_t SegmentWriter::TailReserve() const {
 
 // The symbol frame, if it fits what is left of the file; a table too big is
 // replaced by one that says so (the stacks keep their raw addresses).
-absl::Status SegmentWriter::WriteSymbols() {
-  v1::SymbolTable table = symbols_();
+absl::Status SegmentWriter::WriteSymbols(LossMap* losses) {
+  // The hook hands the segment's stacks over once; a seal tried again
+  // writes the same table.
+  if (!symbol_table_) symbol_table_ = symbols_();
+  v1::SymbolTable& table = *symbol_table_;
   table.set_frame_number(frame_number_);
   std::string frame;
   wire::AppendBytesField(&frame, layout::kFrameSymbols, table.SerializeAsString());
@@ -152,8 +159,8 @@ absl::Status SegmentWriter::WriteSymbols() {
     if (absl::Status status = compressor_.Compress(frame, &compressed_); !status.ok()) {
       return status;
     }
-    CountLoss(LossSource::kSymbolizer, LossReason::kCapReached,
-              static_cast<uint64_t>(table.addresses_size()));
+    (*losses)[{LossSource::kSymbolizer, LossReason::kCapReached}] +=
+        static_cast<uint64_t>(table.addresses_size());
   }
   return WriteFrame(compressed_);
 }
@@ -228,7 +235,17 @@ std::string SegmentWriter::SegmentPath(uint64_t sequence, bool active) const {
 
 void SegmentWriter::CountLoss(LossSource source, LossReason reason, uint64_t count) {
   if (count == 0) return;
-  (fd_.valid() ? segment_losses_ : pending_losses_)[{source, reason}] += count;
+  (fd_.valid() ? unwritten_losses_ : pending_losses_)[{source, reason}] += count;
+}
+
+bool SegmentWriter::RetryDue() const {
+  return retry_at_ns_ == 0 || ReadClock(CLOCK_MONOTONIC) >= retry_at_ns_;
+}
+
+void SegmentWriter::NoteFailure(const absl::Status& status) {
+  ++stats_.write_failures;
+  retry_at_ns_ = ReadClock(CLOCK_MONOTONIC) + kRetryPeriodNs;
+  last_failure_ = std::string(MessageOf(status));
 }
 
 absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
@@ -270,41 +287,62 @@ absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
   if (absl::Status status = compressor_.Compress(frame, &compressed_); !status.ok()) return status;
   if (absl::Status status = WriteAll(fd.get(), compressed_, path); !status.ok()) {
     ::unlink(path.c_str());
+    NoteFailure(status);
     return status;
   }
 
   fd_ = std::move(fd);
+  created_any_ = true;
+  retry_at_ns_ = 0;
+  seal_failed_ = false;
+  symbol_table_.reset();
   file_size_ = compressed_.size();
   frame_number_ = 1;
   stats_.bytes_written += file_size_;
   segment_start_ns_ = first_time_ns;
   block_start_ns_ = first_time_ns;
-  segment_events_ = 0;
   segment_tally_ = {};
   first_time_ns_ = UINT64_MAX;
   last_time_ns_ = 0;
   block_count_ = 0;
   raw_bytes_ = 0;
   std::fill(std::begin(kind_counts_), std::end(kind_counts_), 0);
-  std::fill(std::begin(block_kind_counts_), std::end(block_kind_counts_), 0);
+  ResetBlock();
   segment_losses_.clear();
   segment_evicted_ = std::move(pending_evicted_);
   pending_evicted_.clear();
   encoder_.StartSegment();
   truncations_at_open_ = encoder_.truncations();
+  // Losses that happened while no segment was open are reported here.
+  unwritten_losses_ = std::exchange(pending_losses_, {});
+  needs_preamble_ = static_cast<bool>(preamble_);
+  StartBlock(first_time_ns);
+  return absl::OkStatus();
+}
 
-  if (preamble_) {
+void SegmentWriter::StartBlock(uint64_t time_ns) {
+  block_start_ns_ = time_ns;
+  if (needs_preamble_) {
+    needs_preamble_ = false;
     in_preamble_ = true;
     preamble_(*this);
     in_preamble_ = false;
   }
-  // Losses that happened while no segment was open are reported here.
-  for (const auto& [key, count] : std::exchange(pending_losses_, {})) {
-    Record loss{.time_ns = first_time_ns, .payload = Loss{key.source, key.reason, count}};
+  for (const auto& [id, count] : std::exchange(unwritten_losses_, {})) {
+    Record loss{.time_ns = std::max(time_ns, block_start_ns_),
+                .payload = Loss{id.source, id.reason, count}};
     encoder_.Append(loss);
     Account(loss, /*preamble=*/false);
   }
-  return absl::OkStatus();
+}
+
+void SegmentWriter::ResetBlock() {
+  std::fill(std::begin(block_kind_counts_), std::end(block_kind_counts_), 0);
+  block_tally_ = {};
+  block_losses_.clear();
+  block_events_ = 0;
+  block_first_time_ns_ = UINT64_MAX;
+  block_last_time_ns_ = 0;
 }
 
 void SegmentWriter::AppendPreamble(const Record& record) {
@@ -317,13 +355,24 @@ void SegmentWriter::AppendPreamble(const Record& record) {
 
 void SegmentWriter::Account(const Record& record, bool preamble) {
   ++block_kind_counts_[static_cast<int>(record.kind())];
-  if (!preamble) ++segment_events_;
-  AddToTally(record, &segment_tally_);
-  first_time_ns_ = std::min(first_time_ns_, record.time_ns);
-  last_time_ns_ = std::max(last_time_ns_, record.time_ns);
+  AddToTally(record, &block_tally_);
+  block_first_time_ns_ = std::min(block_first_time_ns_, record.time_ns);
+  block_last_time_ns_ = std::max(block_last_time_ns_, record.time_ns);
   if (const Loss* loss = std::get_if<Loss>(&record.payload)) {
-    segment_losses_[{loss->source, loss->reason}] += loss->count;
+    block_losses_[{loss->source, loss->reason}] += loss->count;
+  } else if (!preamble) {
+    ++block_events_;
   }
+}
+
+void SegmentWriter::Drop(const Record& record) {
+  // What a Loss record says still reaches the trace; an event is counted.
+  if (const Loss* loss = std::get_if<Loss>(&record.payload)) {
+    pending_losses_[{loss->source, loss->reason}] += loss->count;
+    return;
+  }
+  ++pending_losses_[{LossSource::kWriter, LossReason::kWriteFailed}];
+  ++stats_.events_lost;
 }
 
 absl::Status SegmentWriter::Append(const Record& record) {
@@ -331,22 +380,29 @@ absl::Status SegmentWriter::Append(const Record& record) {
     return absl::FailedPreconditionError(
         fmt::format("session {}: its writer is closed", options_.session_id));
   }
+  ++stats_.events;
   absl::Status status;
   if (fd_.valid() && options_.rotation_period_ns != 0 && record.time_ns > segment_start_ns_ &&
-      record.time_ns - segment_start_ns_ >= options_.rotation_period_ns) {
+      record.time_ns - segment_start_ns_ >= options_.rotation_period_ns &&
+      (!seal_failed_ || RetryDue())) {
     status.Update(Seal(/*final=*/false));
   }
   if (!fd_.valid()) {
-    if (absl::Status opened = OpenSegment(record.time_ns); !opened.ok()) {
-      CountLoss(LossSource::kWriter, LossReason::kWriteFailed, 1);
-      ++stats_.events_lost;
-      return opened;
+    // After a write failed for want of room, not tried for every event.
+    absl::Status opened =
+        RetryDue() ? OpenSegment(record.time_ns)
+                   : absl::ResourceExhaustedError(fmt::format(
+                         "session {}: waiting for room to write: {}", options_.session_id,
+                         last_failure_));
+    if (!opened.ok()) {
+      Drop(record);
+      status.Update(opened);
+      return status;
     }
   }
-  if (encoder_.event_count() == 0) block_start_ns_ = record.time_ns;
+  if (encoder_.event_count() == 0) StartBlock(record.time_ns);
   encoder_.Append(record);
   Account(record, /*preamble=*/false);
-  ++stats_.events;
 
   // pending_bytes() walks every column; checking every 64 events is plenty.
   if ((encoder_.event_count() & 63) == 0) {
@@ -355,7 +411,8 @@ absl::Status SegmentWriter::Append(const Record& record) {
     // Raw bytes bound the compressed size, so a block never overruns the file.
     if (encoder_.pending_bytes() >= std::min<uint64_t>(options_.block_bytes, room)) {
       status.Update(FlushBlock());
-      if (file_size_ + TailReserve() + kMinBlockRoom >= options_.max_file_size) {
+      if (fd_.valid() && file_size_ + TailReserve() + kMinBlockRoom >= options_.max_file_size &&
+          (!seal_failed_ || RetryDue())) {
         status.Update(Seal(/*final=*/false));
       }
     }
@@ -365,6 +422,8 @@ absl::Status SegmentWriter::Append(const Record& record) {
 
 absl::Status SegmentWriter::Tick(uint64_t now_ns) {
   if (!fd_.valid()) return absl::OkStatus();
+  // A trailer that could not be written: tried again once it is time.
+  if (seal_failed_) return RetryDue() ? Seal(/*final=*/false) : absl::OkStatus();
   if (options_.rotation_period_ns != 0 && now_ns > segment_start_ns_ &&
       now_ns - segment_start_ns_ >= options_.rotation_period_ns) {
     return Seal(/*final=*/false);
@@ -377,23 +436,46 @@ absl::Status SegmentWriter::Tick(uint64_t now_ns) {
 }
 
 absl::Status SegmentWriter::FlushBlock() {
-  const uint32_t events = encoder_.event_count();
-  if (events == 0) return absl::OkStatus();
+  const uint32_t records = encoder_.event_count();
+  if (records == 0) return absl::OkStatus();
   encoder_.FinishBlock(&frame_, frame_number_);
   compressed_.clear();
   absl::Status status = compressor_.Compress(frame_, &compressed_);
   if (status.ok()) status = WriteFrame(compressed_);
   if (!status.ok()) {
-    CountLoss(LossSource::kWriter, LossReason::kWriteFailed, events);
-    stats_.events_lost += events;
-    std::fill(std::begin(block_kind_counts_), std::end(block_kind_counts_), 0);
+    // The block is gone, and with it what it interned: the next block
+    // defines it again, so nothing written after depends on what is lost.
+    encoder_.ForgetLastBlock();
+    if (block_events_ > 0) {
+      unwritten_losses_[{LossSource::kWriter, LossReason::kWriteFailed}] += block_events_;
+    }
+    for (const auto& [id, count] : block_losses_) unwritten_losses_[id] += count;
+    stats_.events_lost += block_events_;
+    // The segment's first block held its preamble: the next one does.
+    if (block_count_ == 0 && preamble_) needs_preamble_ = true;
+    ResetBlock();
+    NoteFailure(status);
+    if (!fd_.valid()) {  // given up: the next segment reports it
+      for (const auto& [id, count] : std::exchange(unwritten_losses_, {})) {
+        pending_losses_[id] += count;
+      }
+    }
     return status;
   }
+  retry_at_ns_ = 0;
   ++block_count_;
   raw_bytes_ += frame_.size();
   for (int kind = 0; kind <= kMaxRecordKind; ++kind) {
-    kind_counts_[kind] += std::exchange(block_kind_counts_[kind], 0);
+    kind_counts_[kind] += block_kind_counts_[kind];
+    stats_.records_by_kind[kind] += block_kind_counts_[kind];
   }
+  stats_.records_in_files += records;
+  segment_tally_.records += block_tally_.records;
+  segment_tally_.evicted_reported += block_tally_.evicted_reported;
+  for (const auto& [id, count] : block_losses_) segment_losses_[id] += count;
+  first_time_ns_ = std::min(first_time_ns_, block_first_time_ns_);
+  last_time_ns_ = std::max(last_time_ns_, block_last_time_ns_);
+  ResetBlock();
   return absl::OkStatus();
 }
 
@@ -402,9 +484,9 @@ absl::Status SegmentWriter::WriteFrame(const std::string& bytes) {
   absl::Status status = WriteAll(fd_.get(), bytes, path);
   if (!status.ok()) {
     // Cut back a partly written frame so the file stays readable to its end.
-    if (::ftruncate(fd_.get(), static_cast<off_t>(file_size_)) != 0 ||
-        ::lseek(fd_.get(), static_cast<off_t>(file_size_), SEEK_SET) < 0) {
-      status = ErrnoStatus("truncate after failed write", path);
+    if (!CutBack(file_size_, frame_number_)) {
+      return absl::Status(status.code(), fmt::format("{}; then {}", MessageOf(status),
+                                                     last_failure_));
     }
     return status;
   }
@@ -414,7 +496,36 @@ absl::Status SegmentWriter::WriteFrame(const std::string& bytes) {
   return absl::OkStatus();
 }
 
-v1::SegmentTrailer SegmentWriter::BuildTrailer() const {
+bool SegmentWriter::CutBack(uint64_t size, uint64_t frame_number) {
+  if (::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0 ||
+      ::lseek(fd_.get(), static_cast<off_t>(size), SEEK_SET) < 0) {
+    last_failure_ = MessageOf(ErrnoStatus("truncate after failed write",
+                                          SegmentPath(sequence_, /*active=*/true)));
+    Abandon();
+    return false;
+  }
+  stats_.bytes_written -= file_size_ - std::min(file_size_, size);
+  file_size_ = size;
+  frame_number_ = frame_number;
+  return true;
+}
+
+void SegmentWriter::Abandon() {
+  // Its blocks are read as they are, Loss records included; what is in no
+  // block yet goes to the next segment.
+  for (const auto& [id, count] : segment_losses_) reported_losses_[id] += count;
+  segment_losses_.clear();
+  for (const auto& [id, count] : std::exchange(unwritten_losses_, {})) {
+    pending_losses_[id] += count;
+  }
+  fd_.Reset();
+  ++sequence_;
+  seal_failed_ = false;
+  needs_preamble_ = false;
+  symbol_table_.reset();
+}
+
+v1::SegmentTrailer SegmentWriter::BuildTrailer(const LossMap& losses) const {
   v1::SegmentTrailer trailer;
   uint64_t events = 0;
   for (int kind = 1; kind <= kMaxRecordKind; ++kind) {
@@ -426,7 +537,7 @@ v1::SegmentTrailer SegmentWriter::BuildTrailer() const {
   }
   trailer.set_event_count(events);
   bool lost = false;
-  for (const auto& [key, count] : segment_losses_) {
+  for (const auto& [key, count] : losses) {
     v1::LossTotal* loss = trailer.add_losses();
     loss->set_source(static_cast<v1::LossSource>(key.source));
     loss->set_reason(static_cast<v1::LossReason>(key.reason));
@@ -452,22 +563,54 @@ v1::SegmentTrailer SegmentWriter::BuildTrailer() const {
 
 absl::Status SegmentWriter::Seal(bool final) {
   if (!fd_.valid()) return absl::OkStatus();
-  absl::Status status = FlushBlock();
+  absl::Status status = FlushBlock();  // a block that fails is counted, the seal goes on
+  if (!fd_.valid()) return status;     // given up (the file could not be cut back)
 
+  // The trailer states what the blocks say, and what is in none.
+  LossMap losses = segment_losses_;
+  for (const auto& [id, count] : unwritten_losses_) losses[id] += count;
   const EncoderTruncations& now = encoder_.truncations();
-  CountLoss(LossSource::kWriter, LossReason::kStackTruncated,
-            now.stacks - truncations_at_open_.stacks);
-  CountLoss(LossSource::kWriter, LossReason::kStringTruncated,
-            now.strings - truncations_at_open_.strings);
-  CountLoss(LossSource::kWriter, LossReason::kCapReached, now.lists - truncations_at_open_.lists);
-  if (symbols_) status.Update(WriteSymbols());  // before the trailer: it counts a cut table
-
-  std::string frame;
-  wire::AppendBytesField(&frame, layout::kFrameTrailer, BuildTrailer().SerializeAsString());
-  compressed_.clear();
-  absl::Status trailer_status = compressor_.Compress(frame, &compressed_);
-  if (trailer_status.ok()) trailer_status = WriteFrame(compressed_);
-  status.Update(trailer_status);  // without it the segment reads as cut short
+  const std::pair<LossReason, uint64_t> cuts[] = {
+      {LossReason::kStackTruncated, now.stacks - truncations_at_open_.stacks},
+      {LossReason::kStringTruncated, now.strings - truncations_at_open_.strings},
+      {LossReason::kCapReached, now.lists - truncations_at_open_.lists}};
+  for (const auto& [reason, count] : cuts) {
+    if (count != 0) losses[{LossSource::kWriter, reason}] += count;
+  }
+  const uint64_t size_before = file_size_, frame_before = frame_number_;
+  // Symbols before the trailer: it counts a cut table.
+  absl::Status tail = symbols_ ? WriteSymbols(&losses) : absl::OkStatus();
+  if (tail.ok()) {
+    std::string frame;
+    wire::AppendBytesField(&frame, layout::kFrameTrailer,
+                           BuildTrailer(losses).SerializeAsString());
+    compressed_.clear();
+    tail = compressor_.Compress(frame, &compressed_);
+    if (tail.ok()) tail = WriteFrame(compressed_);
+  }
+  if (!tail.ok()) {
+    status.Update(tail);
+    // Back to its blocks (without the symbol frame), so that events can
+    // follow them: the segment stays open and is sealed once there is room.
+    if (!fd_.valid() || !CutBack(size_before, frame_before)) return status;
+    NoteFailure(tail);
+    if (final) {
+      Abandon();  // read as a crash leaves it, until louped seals it
+    } else {
+      seal_failed_ = true;
+    }
+    return status;
+  }
+  retry_at_ns_ = 0;
+  seal_failed_ = false;
+  symbol_table_.reset();
+  unwritten_losses_.clear();
+  segment_losses_.clear();
+  for (const auto& [id, count] : losses) reported_losses_[id] += count;
+  SealedContent& content =
+      sealed_content_[SegmentPath(sequence_, /*active=*/false).substr(directory_.size() + 1)];
+  std::copy(std::begin(kind_counts_), std::end(kind_counts_), content.records_by_kind.begin());
+  content.losses = std::move(losses);
 
   const std::string active = SegmentPath(sequence_, /*active=*/true);
   const std::string sealed = SegmentPath(sequence_, /*active=*/false);
@@ -495,12 +638,24 @@ void SegmentWriter::RecordEvictions(std::vector<Eviction> evictions) {
   for (Eviction& eviction : evictions) {
     pending_losses_[{LossSource::kWriter, LossReason::kSegmentEvicted}] +=
         eviction.tally.records + eviction.tally.evicted_reported;
+    ++stats_.segments_evicted;
+    stats_.events_lost += eviction.tally.records;
+    // One of this writer's own: what it held is in no file any more (its
+    // losses are now part of the evicted count).
+    if (auto own = sealed_content_.find(eviction.name); own != sealed_content_.end()) {
+      for (int kind = 0; kind <= kMaxRecordKind; ++kind) {
+        stats_.records_by_kind[kind] -= own->second.records_by_kind[kind];
+        stats_.records_in_files -= own->second.records_by_kind[kind];
+      }
+      for (const auto& [id, count] : own->second.losses) {
+        if ((reported_losses_[id] -= count) == 0) reported_losses_.erase(id);
+      }
+      sealed_content_.erase(own);
+    }
     pending_evicted_.push_back(std::move(eviction.name));
     if (pending_evicted_.size() > kMaxEvictedNames) {
       pending_evicted_.erase(pending_evicted_.begin());
     }
-    ++stats_.segments_evicted;
-    stats_.events_lost += eviction.tally.records;
   }
 }
 
@@ -540,8 +695,10 @@ absl::Status SegmentWriter::Close() {
     joined_ = false;
     RecordEvictions(budget_->Leave(options_.session_id));
   }
-  // Evictions since the last segment still have to reach the trace.
-  if (!pending_losses_.empty()) {
+  // Evictions since the last segment still have to reach the trace; and a
+  // writer that had nothing to write still leaves one sealed segment, so
+  // that an empty trace reads as one.
+  if (!pending_losses_.empty() || !created_any_) {
     const uint64_t now = std::max(last_time_ns_, ReadClock(CLOCK_MONOTONIC));
     if (absl::Status opened = OpenSegment(now); opened.ok()) {
       status.Update(Seal(/*final=*/true));
@@ -550,6 +707,34 @@ absl::Status SegmentWriter::Close() {
     }
   }
   return status;
+}
+
+WriterStats SegmentWriter::stats() const {
+  WriterStats stats = stats_;
+  stats.records_pending = encoder_.event_count();
+  stats.segments_in_files = sealed_content_.size();
+  return stats;
+}
+
+std::map<std::string, uint64_t> SegmentWriter::losses() const {
+  LossMap all = reported_losses_;
+  for (const LossMap* more : {&segment_losses_, &block_losses_, &unwritten_losses_,
+                              &pending_losses_}) {
+    for (const auto& [id, count] : *more) all[id] += count;
+  }
+  if (fd_.valid()) {  // cuts are counted at the seal
+    const EncoderTruncations& now = encoder_.truncations();
+    all[{LossSource::kWriter, LossReason::kStackTruncated}] +=
+        now.stacks - truncations_at_open_.stacks;
+    all[{LossSource::kWriter, LossReason::kStringTruncated}] +=
+        now.strings - truncations_at_open_.strings;
+    all[{LossSource::kWriter, LossReason::kCapReached}] += now.lists - truncations_at_open_.lists;
+  }
+  std::map<std::string, uint64_t> by_key;
+  for (const auto& [id, count] : all) {
+    if (count != 0) by_key[LossKey(id.source, id.reason)] += count;
+  }
+  return by_key;
 }
 
 }  // namespace loupe::format

@@ -5,7 +5,16 @@
 // and by age, the folder is kept within a total size by evicting the oldest
 // sealed segments, and everything that is lost on the way — evictions,
 // failed writes, cut stacks and strings — is counted and reported in the
-// trace itself. No file is created until there is something to put in it.
+// trace itself. A file is created at the first record, or at Close if there
+// was none: every writer leaves at least one sealed segment.
+//
+// A write that fails (a full disk, a file size limit) never damages what is
+// written: the file is cut back to its last whole frame, the block is
+// dropped and its events counted (writer/write_failed), and what the block
+// interned is forgotten, so no later block depends on it. The count goes
+// into the next block and the trailer, and writing goes on when space
+// returns. A trailer that cannot be written is tried again; the segment
+// stays open (and .active) meanwhile.
 //
 // A writer acting for a caller works with the caller's rights: the folder is
 // checked, listed and created, and segments are created, renamed and
@@ -15,6 +24,7 @@
 #ifndef LOUPE_DAEMON_FORMAT_SEGMENT_WRITER_H_
 #define LOUPE_DAEMON_FORMAT_SEGMENT_WRITER_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,11 +80,21 @@ struct WriterOptions {
 absl::Status ValidateWriterOptions(const WriterOptions& options);
 
 struct WriterStats {
-  uint64_t events = 0;  // all records appended, preambles included
+  uint64_t events = 0;  // records given to Append (not preambles)
   uint64_t bytes_written = 0;
   uint64_t segments_sealed = 0;
   uint64_t segments_evicted = 0;
-  uint64_t events_lost = 0;  // evicted or failed to write
+  uint64_t events_lost = 0;     // evicted or failed to write
+  uint64_t write_failures = 0;  // writes that failed: blocks, headers, trailers
+  // The records in this writer's files, as a reader counts them: every
+  // record of every block written (preambles and Loss records included),
+  // less those of its segments evicted since. By kind, and in all.
+  uint64_t records_in_files = 0;
+  std::array<uint64_t, kMaxRecordKind + 1> records_by_kind{};
+  // In the block being built, not yet in a file.
+  uint64_t records_pending = 0;
+  // This writer's sealed segments still in the folder (sealed less evicted).
+  uint64_t segments_in_files = 0;
 };
 
 class SegmentWriter {
@@ -112,29 +132,58 @@ class SegmentWriter {
   // directory refused, never the hooks, whose owner may be half destroyed.
   absl::Status Close();
 
-  const WriterStats& stats() const { return stats_; }
+  WriterStats stats() const;
+  // Every loss this writer's trailers report, by "source/reason"
+  // (format::LossKey): those of the segments sealed and still in the folder
+  // (an evicted segment's become its segment_evicted count in a later one),
+  // and those of the open segment and still waiting for one. After Close,
+  // what `tracectl verify` reads in the trailers.
+  std::map<std::string, uint64_t> losses() const;
   // The folder as the writer resolved it (symlinks followed).
   const std::string& directory() const { return directory_; }
   // This session's sealed segments still in the folder, oldest first.
   std::vector<std::string> sealed_paths() const { return budget_->SegmentsOf(options_.session_id); }
 
  private:
-  struct LossKey {
+  struct LossId {
     LossSource source;
     LossReason reason;
-    auto operator<=>(const LossKey&) const = default;
+    auto operator<=>(const LossId&) const = default;
+  };
+  using LossMap = std::map<LossId, uint64_t>;
+  // What a sealed segment of this writer holds, taken off the totals when it
+  // is evicted.
+  struct SealedContent {
+    std::array<uint64_t, kMaxRecordKind + 1> records_by_kind{};
+    LossMap losses;
   };
 
   SegmentWriter(WriterOptions options, v1::SegmentHeader header, PreambleHook preamble,
                 SymbolHook symbols, FrameCompressor compressor);
-  absl::Status WriteSymbols();
+  // The symbol frame; a table over the room left becomes a note, and its
+  // addresses a loss in *losses.
+  absl::Status WriteSymbols(LossMap* losses);
   uint64_t TailReserve() const;
   absl::Status OpenDirectory();
   absl::Status OpenSegment(uint64_t first_time_ns);
+  // At the start of each block: the preamble if the segment's first block
+  // was lost, then the losses not yet in a block.
+  void StartBlock(uint64_t time_ns);
+  void ResetBlock();
   absl::Status FlushBlock();
   // `final`: no segment follows, so no room is kept for one.
   absl::Status Seal(bool final);
+  // A record for which no segment could be opened: counted.
+  void Drop(const Record& record);
   absl::Status WriteFrame(const std::string& bytes);
+  // Cuts the open file back to `size` bytes (whole frames); false if it
+  // could not be, and then the segment is given up (see Abandon).
+  bool CutBack(uint64_t size, uint64_t frame_number);
+  // Leaves the open file as it is (.active, readable to its last whole
+  // frame) and closes it; its losses are reported in the next segment.
+  void Abandon();
+  bool RetryDue() const;
+  void NoteFailure(const absl::Status& status);
   // Renames segments sealed while their directory refused the rename.
   absl::Status RetryRenames();
   void Account(const Record& record, bool preamble);
@@ -142,7 +191,7 @@ class SegmentWriter {
   void EnforceBudget(bool final);
   // Evictions (by this writer or another) to report in the next segment.
   void RecordEvictions(std::vector<Eviction> evictions);
-  v1::SegmentTrailer BuildTrailer() const;
+  v1::SegmentTrailer BuildTrailer(const LossMap& losses) const;
   std::string SegmentPath(uint64_t sequence, bool active) const;
 
   WriterOptions options_;
@@ -165,21 +214,45 @@ class SegmentWriter {
   uint64_t segment_start_ns_ = 0;
   uint64_t block_start_ns_ = 0;
   bool in_preamble_ = false;
-  uint64_t segment_events_ = 0;  // appended, not preamble: a segment without any is not sealed
+  bool created_any_ = false;  // a segment file was made (else Close makes one)
+  bool needs_preamble_ = false;  // the segment's first block was lost with its preamble
+  // Written blocks of the open segment, and (block_*) the block being built:
+  // counted into the segment once the block is in the file.
   SegmentTally segment_tally_;
+  SegmentTally block_tally_;
   uint64_t first_time_ns_ = 0;
   uint64_t last_time_ns_ = 0;
+  uint64_t block_first_time_ns_ = UINT64_MAX;
+  uint64_t block_last_time_ns_ = 0;
   uint32_t block_count_ = 0;
   uint64_t raw_bytes_ = 0;
   uint64_t kind_counts_[kMaxRecordKind + 1] = {};        // of blocks written
   uint64_t block_kind_counts_[kMaxRecordKind + 1] = {};  // of the block being built
-  std::map<LossKey, uint64_t> segment_losses_;
+  uint64_t block_events_ = 0;  // in the block: records neither preamble nor Loss
+  LossMap segment_losses_;     // Loss records in blocks written
+  LossMap block_losses_;       // Loss records in the block being built
+  // Losses of this segment in no block yet (a dropped block's events and
+  // the Loss records it held): the next block states them, or the trailer.
+  LossMap unwritten_losses_;
   std::vector<std::string> segment_evicted_;
   EncoderTruncations truncations_at_open_;
+  // Taken from the symbol hook at the first try to seal, kept for the next.
+  std::optional<v1::SymbolTable> symbol_table_;
 
   // Losses to report in the next segment (they happened between segments).
-  std::map<LossKey, uint64_t> pending_losses_;
+  LossMap pending_losses_;
   std::vector<std::string> pending_evicted_;  // the most recent kMaxEvictedNames
+
+  // A write failed for want of space: opening a segment and sealing one are
+  // tried again from this time (CLOCK_MONOTONIC) on; 0: no wait.
+  uint64_t retry_at_ns_ = 0;
+  bool seal_failed_ = false;  // the open segment's trailer could not be written
+  std::string last_failure_;
+
+  // Losses in the trailers of sealed segments still in the folder, and what
+  // each of them holds (by file name).
+  LossMap reported_losses_;
+  std::map<std::string, SealedContent> sealed_content_;
 
   // Complete (trailer written) but still named .active: the rename failed.
   // Given to the budget once renamed.

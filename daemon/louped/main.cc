@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <grpcpp/server_builder.h>
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
@@ -18,6 +19,7 @@
 #include "daemon/control/peer_listener.h"
 #include "daemon/control/session_manager.h"
 #include "daemon/format/directory_budget.h"
+#include "daemon/format/leftovers.h"
 #include "daemon/louped/config.h"
 #include "daemon/louped/session_defaults.h"
 #include "daemon/louped/shutdown_watchdog.h"
@@ -51,6 +53,23 @@ loupe::ship::ShipperOptions ShipperDefaults(const DaemonConfig& config) {
   options.upload.rate_limit_bytes_per_s = config.ship_rate_limit;
   options.retry_max = std::chrono::seconds(config.ship_retry_max_s);
   return options;
+}
+
+void SealOwnLeftovers(const DaemonConfig& config, const std::shared_ptr<spdlog::logger>& log) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);  // as a session's header names it
+  const loupe::format::WriterIdentity identity{
+      host, loupe::louped::SessionDefaults(config).writer.writer_id};
+  const loupe::format::LeftoverReport report =
+      loupe::format::SealLeftovers(config.output_dir, identity);
+  if (!report.sealed.empty()) {
+    log->info("louped: sealed {} segment(s) an earlier run left unsealed ({} records), "
+              "verdict incomplete: {}",
+              report.sealed.size(), report.records, loupe::format::kLeftoverReason);
+  }
+  for (const std::string& failure : report.failures) {
+    log->warn("louped: a segment an earlier run left unsealed stays so: {}", failure);
+  }
 }
 
 // `watchdog` outlives everything made here: shutdown is bounded up to the
@@ -89,7 +108,12 @@ int Run(const DaemonConfig& config, const std::shared_ptr<spdlog::logger>& log,
       !status.ok()) {
     log->warn("output_dir: {}", loupe::MessageOf(status));
   }
-  // Before any session starts: it seals what a crashed run left active.
+  // Before any session starts: what an earlier run of this louped left
+  // .active (killed, crashed, a trailer that never found room) is sealed as
+  // it is, incomplete with the reason, so that it is read, shipped and
+  // counted in the folder's budget like any other segment. Only this
+  // louped's own files (host and writer id in the header) are touched.
+  SealOwnLeftovers(config, log);
   std::unique_ptr<loupe::ship::Shipper> shipper;
   if (!config.collector.empty()) {
     auto started = loupe::ship::Shipper::Start(ShipperDefaults(config), log);

@@ -136,8 +136,6 @@ void Pipeline::Write(OwnedEvent& event) {
   const bool has_stack = std::holds_alternative<format::CpuSample>(record.payload) ||
                          std::holds_alternative<format::OffCpu>(record.payload);
   if (stacks_ && has_stack) stacks_->Collect(event);
-  ++written_;
-  ++written_by_kind_[static_cast<int>(record.kind())];
   if (const auto* loss = std::get_if<format::Loss>(&record.payload)) losses_.Count(*loss);
 }
 
@@ -152,18 +150,24 @@ absl::Status Pipeline::Close(uint64_t symbol_wait_ns) {
   return writer_->Close();
 }
 
+// The writer's ledger, which is what the files say: the records in them
+// (preambles and Loss records too, as verify counts them; those of evicted
+// segments no more) and every loss their trailers state, the writer's own
+// evictions and failed writes included. Records in the block being built
+// are counted too, so the live figure moves; after Close there are none.
 PipelineStats Pipeline::stats() const {
+  const format::WriterStats written = writer_->stats();
   PipelineStats stats;
-  stats.events = written_;
+  stats.events = written.records_in_files + written.records_pending;
   for (int kind = 1; kind <= format::kMaxRecordKind; ++kind) {
-    if (written_by_kind_[kind] != 0) {
+    if (written.records_by_kind[kind] != 0) {
       stats.events_by_kind[std::string(format::KindName(static_cast<format::RecordKind>(kind)))] =
-          written_by_kind_[kind];
+          written.records_by_kind[kind];
     }
   }
-  stats.losses = losses_.totals();
-  stats.bytes_written = writer_->stats().bytes_written;
-  stats.segments = writer_->stats().segments_sealed;
+  stats.losses = writer_->losses();
+  stats.bytes_written = written.bytes_written;
+  stats.segments = written.segments_in_files;
   return stats;
 }
 

@@ -41,13 +41,14 @@ struct PipelineOptions {
   size_t max_pending_events = 1 << 20;
 };
 
-// Counted per event by the pipeline, read between cycles.
+// The writer's ledger, read between cycles: what the files hold, as
+// `tracectl verify` reads them once the session is closed.
 struct PipelineStats {
-  uint64_t events = 0;  // written
+  uint64_t events = 0;  // records in the files (and the block being built)
   std::map<std::string, uint64_t> events_by_kind;
-  std::map<std::string, uint64_t> losses;  // "source/reason" -> count
+  std::map<std::string, uint64_t> losses;  // "source/reason" -> count, as the trailers state
   uint64_t bytes_written = 0;
-  uint64_t segments = 0;
+  uint64_t segments = 0;  // sealed and still in the folder
 };
 
 class Pipeline {
@@ -97,8 +98,6 @@ class Pipeline {
   uint64_t unwind_stopped_sched_ = 0;
   uint64_t unwind_stopped_cpu_ = 0;
   uint64_t write_errors_ = 0;
-  uint64_t written_ = 0;
-  std::array<uint64_t, format::kMaxRecordKind + 1> written_by_kind_{};
 };
 
 }  // namespace loupe::session

@@ -223,6 +223,16 @@ TEST_F(PipelineReplayTest, EveryLossIsInTheTraceAndInTheStatsExactly) {
       {"sched/ring_full", 12}, {"cpu_sample/stack_truncated", 2}, {"merge/malformed", 1}};
   EXPECT_EQ(in_trace, expected);
   EXPECT_EQ(pipeline_->stats().losses, expected);
+  // The stats count what the files hold, the preamble and Loss records too.
+  uint64_t in_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    auto reader = format::SegmentReader::Open(entry.path().string());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    format::Record record;
+    while ((*reader)->Next(&record)) ++in_files;
+  }
+  EXPECT_GT(in_files, records.size());
+  EXPECT_EQ(pipeline_->stats().events, in_files);
 }
 
 TEST_F(PipelineReplayTest, ATargetsExitEmptiesTheTargets) {

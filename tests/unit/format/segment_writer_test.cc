@@ -1,6 +1,7 @@
 // SegmentWriter on real files: rotation by size and time, retention by total
-// size with every eviction reported in the trace, no empty segments, option
-// checks, and a failing disk (RLIMIT_FSIZE) that loses nothing silently.
+// size with every eviction reported in the trace, one sealed segment even
+// without events, option checks, and a failing disk (RLIMIT_FSIZE) that
+// loses nothing silently and damages nothing written.
 #include "daemon/format/segment_writer.h"
 
 #include <fmt/format.h>
@@ -134,13 +135,27 @@ TEST(SegmentWriterTest, RotatesByTimeOnAppendAndOnTick) {
   EXPECT_EQ(back.segments["test-000000.loupe"].trailer.event_count(), 10u);
 }
 
-TEST(SegmentWriterTest, NoEmptySegments) {
+// A session with no events still leaves a trace: one sealed segment with
+// its header, preamble and a complete trailer, made at Close (not before:
+// idle ticks make nothing).
+TEST(SegmentWriterTest, AnEmptySessionLeavesOneSealedSegment) {
   testing::TempDir dir;
   auto writer = SegmentWriter::Create(SmallFiles(dir.path()), {}, ThreadPreamble);
   ASSERT_TRUE(writer.ok());
   ASSERT_TRUE((*writer)->Tick(100 * kSecond).ok());
-  ASSERT_TRUE((*writer)->Close().ok());
   EXPECT_TRUE(Files(dir.path()).empty());
+  ASSERT_TRUE((*writer)->Close().ok());
+  ASSERT_EQ(Files(dir.path()), std::vector<std::string>{"test-000000.loupe"});
+  auto reader = SegmentReader::Open(dir.File("test-000000.loupe"));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  Record record;
+  ASSERT_TRUE((*reader)->Next(&record));
+  EXPECT_EQ(record.kind(), RecordKind::kThreadInfo);
+  EXPECT_FALSE((*reader)->Next(&record));
+  EXPECT_TRUE((*reader)->complete()) << ::testing::PrintToString((*reader)->problems());
+  EXPECT_EQ((*reader)->trailer().event_count(), 1u);
+  EXPECT_EQ((*writer)->stats().records_in_files, 1u);
+  EXPECT_TRUE((*writer)->losses().empty());
 }
 
 // Cut content (a string or stack past its cap, a stack walk stopped at a bad
@@ -275,7 +290,8 @@ TEST(SegmentWriterTest, RejectsBadOptionsNamingTheKey) {
 }
 
 // A disk that fills up: writes fail with EFBIG past RLIMIT_FSIZE. The file
-// stays readable, and the events that could not be written are counted.
+// stays readable, and the events that could not be written are counted
+// exactly (the writer's own Loss records are reports, not events).
 TEST(SegmentWriterTest, FailedWritesAreCountedAndTheFileStaysReadable) {
   testing::TempDir dir;
   signal(SIGXFSZ, SIG_IGN);
@@ -303,7 +319,13 @@ TEST(SegmentWriterTest, FailedWritesAreCountedAndTheFileStaysReadable) {
   auto reader = SegmentReader::Open(dir.File(files[0]));
   ASSERT_TRUE(reader.ok());
   Record record;
+  uint64_t events = 0, streamed_lost = 0;
   while ((*reader)->Next(&record)) {
+    if (const Loss* loss = std::get_if<Loss>(&record.payload)) {
+      streamed_lost += loss->count;
+    } else {
+      ++events;
+    }
   }
   EXPECT_TRUE((*reader)->problems().empty()) << ::testing::PrintToString((*reader)->problems());
   ASSERT_TRUE((*reader)->has_trailer());
@@ -313,8 +335,11 @@ TEST(SegmentWriterTest, FailedWritesAreCountedAndTheFileStaysReadable) {
   for (const v1::LossTotal& loss : trailer.losses()) {
     if (loss.reason() == v1::WRITE_FAILED) lost += loss.count();
   }
-  EXPECT_EQ((*reader)->records_read() + lost, appended);
+  EXPECT_EQ(events + lost, appended);
+  EXPECT_EQ(streamed_lost, lost);  // each failure stated in the next block, not just the trailer
   EXPECT_EQ(trailer.event_count(), (*reader)->records_read());
+  EXPECT_EQ((*writer)->stats().records_in_files, (*reader)->records_read());
+  EXPECT_EQ((*writer)->losses(), (std::map<std::string, uint64_t>{{"writer/write_failed", lost}}));
 }
 
 }  // namespace
