@@ -99,13 +99,22 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
                        .unwind_stopped_sched = unwind_stopped_sched_,
                        .unwind_stopped_cpu = unwind_stopped_cpu_,
                        .probes = probe_decoder_.losses()};
-  for (const format::Loss& loss : losses_.Since(now)) WriteLoss(loss, now_ns);
+  // A Loss record is stamped with the last event written, so that no older
+  // event follows it in the file; before any (the first cycles hold every
+  // event in the reorder window), with the oldest time an event still to
+  // come can have without being late.
+  const uint64_t window = options_.reorder_window_ns;
+  const uint64_t stamp = last_time_ns_ != 0 ? last_time_ns_
+                         : final             ? now_ns
+                         : drained_at_ns > window ? drained_at_ns - window
+                                                  : 0;
+  for (const format::Loss& loss : losses_.Since(now)) WriteLoss(loss, stamp);
   if (absl::Status status = writer_->Tick(now_ns); !status.ok()) ++write_errors_;
 }
 
-void Pipeline::WriteLoss(const format::Loss& loss, uint64_t now_ns) {
+void Pipeline::WriteLoss(const format::Loss& loss, uint64_t time_ns) {
   OwnedEvent event;
-  event.record = {.time_ns = last_time_ns_ != 0 ? last_time_ns_ : now_ns, .payload = loss};
+  event.record = {.time_ns = time_ns, .payload = loss};
   Write(event);
   log_->warn("session {}: lost {} {} events ({})", options_.writer.session_id, loss.count,
              format::LossSourceName(loss.source), format::LossReasonName(loss.reason));

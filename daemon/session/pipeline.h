@@ -78,7 +78,7 @@ class Pipeline {
            std::shared_ptr<spdlog::logger> log);
   void Release(OwnedEvent& event);
   void Write(OwnedEvent& event);
-  void WriteLoss(const format::Loss& loss, uint64_t now_ns);
+  void WriteLoss(const format::Loss& loss, uint64_t time_ns);
   bool IsTarget(uint32_t tgid) const { return targets_.contains(tgid); }
 
   PipelineOptions options_;
