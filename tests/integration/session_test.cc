@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <set>
 
+#include "daemon/format/loss_tally.h"
 #include "tests/support/child_process.h"
 #include "tests/support/elf_symbols.h"
 #include "tests/support/privileged.h"
@@ -167,11 +169,11 @@ TEST_P(FollowChildrenTest, ChildrenForkedAfterAttach) {
   ASSERT_TRUE((*session)->Stop().ok());
 
   const TraceDigest trace = DigestTrace(dir.path());
-  // Fresh children can yield a capped (127-frame) stack, rightly counted as
-  // a loss of detail; no event may be dropped.
+  // Fresh children can yield a capped or junk-ended stack, rightly counted
+  // as cut; no event may be dropped.
   ASSERT_TRUE(trace.problems.empty()) << testing::WhyIncomplete(trace);
   for (const auto& [what, count] : trace.losses) {
-    EXPECT_TRUE(what.ends_with("/stack_truncated")) << "lost " << count << " " << what;
+    EXPECT_TRUE(format::IsCutKey(what)) << "lost " << count << " " << what;
   }
   // A child may still appear as the thread a target was switched in after;
   // traced means its own samples, off-CPU intervals and exit are there.
@@ -179,6 +181,50 @@ TEST_P(FollowChildrenTest, ChildrenForkedAfterAttach) {
     EXPECT_EQ(trace.sample_tids.contains(child), follow) << "child " << child;
     EXPECT_EQ(trace.off_cpu.contains(child), follow) << "child " << child;
     EXPECT_EQ(trace.exited_processes.contains(child), follow) << "child " << child;
+    // Described where it appears, not only from the next segment on.
+    EXPECT_EQ(trace.processes.contains(child), follow) << "child " << child;
+  }
+}
+
+// Children that exist before attach are taken with follow_children, with
+// their own descendants, as --follow-children promises.
+TEST_P(FollowChildrenTest, ChildrenThatExistAlready) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const bool follow = GetParam();
+  testing::TempDir dir;
+  const std::string loop = "while :; do sleep 0.01; done";
+  ChildProcess program({"/bin/sh", "-c", "sh -c '" + loop + "' & sh -c '" + loop + "' & wait"});
+  std::vector<uint32_t> children;
+  for (int tries = 0; tries < 100 && children.size() < 2; ++tries) {
+    usleep(20'000);
+    children.clear();
+    for (uint32_t pid : Descendants(static_cast<uint32_t>(program.pid()))) {
+      absl::StatusOr<ProcessIdentity> process = ReadProcess(pid);
+      if (process.ok() && process->ppid == static_cast<uint32_t>(program.pid()) &&
+          process->name == "sh") {
+        children.push_back(pid);
+      }
+    }
+  }
+  ASSERT_EQ(children.size(), 2u);
+  SessionOptions options = Options(dir.path(), {static_cast<uint32_t>(program.pid())});
+  options.sources.follow_children = follow;
+  auto session = Session::Start(options, QuietLog());
+  ASSERT_TRUE(session.ok()) << session.status();
+  const SessionStats started = (*session)->stats();
+  usleep(300'000);
+  ASSERT_TRUE((*session)->Stop().ok());
+  for (uint32_t child : children) kill(static_cast<pid_t>(child), SIGKILL);
+
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.problems.empty()) << testing::WhyIncomplete(trace);
+  for (uint32_t child : children) {
+    const bool listed = std::find(started.targets.begin(), started.targets.end(), child) !=
+                        started.targets.end();
+    EXPECT_EQ(listed, follow) << "child " << child;
+    EXPECT_EQ(trace.processes.contains(child), follow) << "child " << child;
+    // Each waits for its sleeps: off the CPU, on its own thread.
+    EXPECT_EQ(trace.off_cpu.contains(child), follow) << "child " << child;
   }
 }
 
