@@ -233,11 +233,6 @@ std::string SegmentWriter::SegmentPath(uint64_t sequence, bool active) const {
                      active ? kActiveSuffix : kSealedSuffix);
 }
 
-void SegmentWriter::CountLoss(LossSource source, LossReason reason, uint64_t count) {
-  if (count == 0) return;
-  (fd_.valid() ? unwritten_losses_ : pending_losses_)[{source, reason}] += count;
-}
-
 bool SegmentWriter::RetryDue() const {
   return retry_at_ns_ == 0 || ReadClock(CLOCK_MONOTONIC) >= retry_at_ns_;
 }

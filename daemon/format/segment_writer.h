@@ -187,7 +187,6 @@ class SegmentWriter {
   // Renames segments sealed while their directory refused the rename.
   absl::Status RetryRenames();
   void Account(const Record& record, bool preamble);
-  void CountLoss(LossSource source, LossReason reason, uint64_t count);
   void EnforceBudget(bool final);
   // Evictions (by this writer or another) to report in the next segment.
   void RecordEvictions(std::vector<Eviction> evictions);
