@@ -15,6 +15,7 @@
 
 #include "daemon/probes/elf_file.h"
 #include "daemon/session/session.h"
+#include "daemon/format/loss_tally.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
 #include "tests/support/temp_dir.h"
@@ -251,7 +252,10 @@ TEST_P(UsdtStringCapTest, StringsAreWholeUpToTheCapAndCountedCutPastIt) {
   }
   const auto counted = trace.losses.find("usdt/string_truncated");
   EXPECT_EQ(counted == trace.losses.end() ? 0 : counted->second, cut);
-  EXPECT_EQ(trace.losses.size(), cut > 0 ? 1u : 0u) << "nothing else may be lost";
+  // Nothing lost (stack walks through this -O2 program may stop, as cuts).
+  for (const auto& [what, count] : trace.losses) {
+    EXPECT_TRUE(format::IsCutKey(what)) << "lost " << count << " " << what;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Caps, UsdtStringCapTest, ::testing::Values(256u, 4096u));

@@ -277,7 +277,9 @@ TEST(SessionTest, TargetExitingEndsTheSessionHonestly) {
   const TraceDigest trace = DigestTrace(dir.path());
   EXPECT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
   EXPECT_EQ(trace.exited_processes, std::set<uint32_t>{pid});
-  EXPECT_TRUE(trace.losses.empty());
+  for (const auto& [what, count] : trace.losses) {
+    EXPECT_TRUE(format::IsCutKey(what)) << "lost " << count << " " << what;  // cuts may be
+  }
 }
 
 TEST(SessionTest, AttachDetachAndAttachAgain) {
