@@ -184,10 +184,17 @@ code=$?
 set -e
 [ "$code" != 0 ] || fail "nobody got a session past max_sessions_per_user"
 grep -q "max_sessions_per_user" "$work/n2.out" || fail "session limit: $(cat "$work/n2.out")"
-N detach nobody1 > /dev/null || fail "detach nobody1"
+# Exit 1 is an INCOMPLETE verdict (a small ring may overflow under load); only
+# a refusal or an error fails a detach here.
+detach_as_nobody() {
+  local code=0
+  N detach "$1" > "$work/$1.detach" 2>&1 || code=$?
+  [ "$code" = 0 ] || [ "$code" = 1 ] || fail "detach $1 exited $code: $(cat "$work/$1.detach")"
+}
+detach_as_nobody nobody1
 N attach "$own" --session-id nobody3 --detach -q > "$work/n3.out" 2>&1 \
   || fail "an ended session still counts: $(cat "$work/n3.out")"
-N detach nobody3 > /dev/null || fail "detach nobody3"
+detach_as_nobody nobody3
 kill -TERM "$limited"
 wait "$limited" || fail "louped with limits exited $? on SIGTERM"
 limited=
