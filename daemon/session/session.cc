@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <malloc.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -193,6 +194,9 @@ void Session::Run() {
   absl::Status closed = pipeline_->Close(SymbolWaitNs());
   PublishStats();
   pipeline_.reset();  // the writer, the symbolizer thread, pending events
+  // What the session's threads freed sits in malloc's per-thread arenas;
+  // hand it back, or a daemon that runs many sessions keeps their peak.
+  malloc_trim(0);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!closed.ok()) {
     stats_.last_error = std::string(MessageOf(closed));
