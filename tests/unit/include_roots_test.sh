@@ -21,6 +21,7 @@ for header in daemon/probes/elf_file.h daemon/session/session.h daemon/control/s
   if out=$(compile "$header"); then
     fail "$header compiles without its library linked: the include path reaches too far"
   fi
-  grep -q "$header: No such file" <<< "$out" || fail "$header: $out"
+  # GCC: "HEADER: No such file"; clang: "'HEADER' file not found".
+  grep -qE "$header: No such file|'$header' file not found" <<< "$out" || fail "$header: $out"
 done
 echo "PASS"
