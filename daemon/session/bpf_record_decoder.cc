@@ -39,6 +39,7 @@ bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user
   const size_t count = size_t{user} + kernel;
   if (count > (bytes.size() - fixed_part) / sizeof(uint64_t)) return false;
   event->frames.resize(count);
+  if (count == 0) return true;  // (memcpy may not be given an empty vector's null data)
   std::memcpy(event->frames.data(), bytes.data() + fixed_part, count * sizeof(uint64_t));
   uint16_t valid = 0;
   while (valid < user && event->frames[valid] >= kLowestUserAddress &&
