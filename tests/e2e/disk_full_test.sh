@@ -9,14 +9,7 @@
 #   disk_full_test.sh LOUPED TRACECTL APP
 set -euo pipefail
 louped=$1 tracectl=$2 app=$3
-fail() { echo "FAIL: $*"; exit 1; }
-if [ "$(id -u)" != 0 ]; then
-  [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
-  echo "SKIP: needs root to load BPF and mount a tmpfs"; exit 77
-fi
-
-work=$(mktemp -d)
-chmod 755 "$work"
+source "$(dirname "$0")/privileged.sh"  # root also mounts the tmpfs
 sock="$work/louped.sock"
 disk="$work/disk"
 mkdir "$disk"
