@@ -5,19 +5,17 @@
 // namespace, a library loaded after attach, and damaged debug information.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/null_sink.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
 
-#include "daemon/format/segment_reader.h"
-#include "daemon/format/trace_reader.h"
 #include "daemon/session/session.h"
 #include "daemon/symbols/object_file.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
+#include "tests/support/quiet_log.h"
+#include "tests/support/symbolized_trace.h"
 #include "tests/support/temp_dir.h"
 
 namespace loupe::session {
@@ -25,73 +23,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChildProcess;
+using testing::NamedFrame;
+using testing::QuietLog;
+using testing::Symbolize;
+using testing::SymbolizedTrace;
 using testing::TestProgram;
-
-struct NamedFrame {
-  std::string function, file;
-  uint32_t line = 0;
-  bool inlined = false;
-};
-
-// Each CPU sample's user stack, every address replaced by its frames
-// (innermost first) from the symbol table of the segment it is in.
-struct SymbolizedTrace {
-  std::vector<std::vector<NamedFrame>> stacks;
-  std::vector<std::string> notes;
-  std::vector<std::string> kernel_names;
-  bool readable = false;
-};
-
-SymbolizedTrace Symbolize(const std::string& dir) {
-  SymbolizedTrace trace;
-  auto paths = format::ListSegments(dir);
-  if (!paths.ok()) return trace;
-  trace.readable = !paths->empty();
-  for (const std::string& path : *paths) {
-    auto reader = format::SegmentReader::Open(path);
-    if (!reader.ok()) return {};
-    std::vector<std::pair<uint32_t, std::vector<uint64_t>>> samples;  // (tid, user stack)
-    format::Record record;
-    while ((*reader)->Next(&record)) {
-      if (const auto* sample = std::get_if<format::CpuSample>(&record.payload)) {
-        samples.emplace_back(record.tid, std::vector<uint64_t>(sample->user_stack.begin(),
-                                                               sample->user_stack.end()));
-      }
-    }
-    const v1::SymbolTable& table = (*reader)->symbols();
-    std::map<uint64_t, std::vector<NamedFrame>> by_address;
-    for (const auto& address : table.addresses()) {
-      std::vector<NamedFrame> frames;
-      for (const auto& frame : address.frames()) {
-        frames.push_back({frame.function(), frame.file(), frame.line(), frame.inlined()});
-      }
-      if (address.pid() == 0) {
-        if (!frames.empty()) trace.kernel_names.push_back(frames.front().function);
-      } else {
-        by_address[address.address()] = frames;
-      }
-    }
-    trace.notes.insert(trace.notes.end(), table.notes().begin(), table.notes().end());
-    for (const auto& [tid, stack] : samples) {
-      std::vector<NamedFrame> named;
-      for (uint64_t address : stack) {
-        auto it = by_address.find(address);
-        if (it == by_address.end()) {
-          named.push_back({"<missing from the table>"});
-          continue;
-        }
-        if (it->second.empty()) named.push_back({"?"});
-        named.insert(named.end(), it->second.begin(), it->second.end());
-      }
-      trace.stacks.push_back(std::move(named));
-    }
-  }
-  return trace;
-}
-
-std::shared_ptr<spdlog::logger> QuietLog() {
-  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-}
 
 // Traces `argv` (a test program following testprog.h) while it burns.
 SymbolizedTrace TraceProgram(const std::vector<std::string>& argv, const std::string& dir) {
@@ -120,7 +56,8 @@ SymbolizedTrace TraceProgram(const std::vector<std::string>& argv, const std::st
 void ExpectKnownChain(const SymbolizedTrace& trace) {
   ASSERT_TRUE(trace.readable);
   size_t through_leaf = 0, chains = 0;
-  for (const auto& stack : trace.stacks) {
+  for (const auto& sample : trace.samples) {
+    const std::vector<NamedFrame>& stack = sample.user_frames;
     auto leaf = std::find_if(stack.begin(), stack.end(),
                              [](const NamedFrame& f) { return f.function == "leaf_work"; });
     if (leaf == stack.end()) continue;
@@ -141,9 +78,11 @@ void ExpectKnownChain(const SymbolizedTrace& trace) {
   }
   EXPECT_GE(through_leaf, 50u) << [&] {
     std::string shown;
-    for (size_t i = 0; i < std::min<size_t>(3, trace.stacks.size()); ++i) {
+    for (size_t i = 0; i < std::min<size_t>(3, trace.samples.size()); ++i) {
       shown += "\n stack:";
-      for (const NamedFrame& f : trace.stacks[i]) shown += " " + f.function + (f.inlined ? "(i)" : "");
+      for (const NamedFrame& f : trace.samples[i].user_frames) {
+        shown += " " + f.function + (f.inlined ? "(i)" : "");
+      }
     }
     return shown + "\n" + (trace.notes.empty() ? "" : trace.notes.front());
   }();
@@ -243,7 +182,8 @@ TEST(SymbolsTest, LibraryLoadedAfterAttachResolves) {
   const SymbolizedTrace trace =
       TraceProgram({TestProgram("symbols_app_pie"), "dlopen", "0.5"}, dir.path());
   size_t in_plugin = 0;
-  for (const auto& stack : trace.stacks) {
+  for (const auto& sample : trace.samples) {
+    const std::vector<NamedFrame>& stack = sample.user_frames;
     for (size_t i = 0; i + 1 < stack.size(); ++i) {
       if (stack[i].function == "plugin_spin" && stack[i + 1].function == "plugin_work") {
         EXPECT_TRUE(stack[i].file.ends_with("symbols_plugin.c")) << stack[i].file;
@@ -273,7 +213,9 @@ TEST(SymbolsTest, JitCodeIsNamedFromThePerfMap) {
   testing::TempDir dir;
   const SymbolizedTrace trace = TraceProgram({TestProgram("jit_app")}, dir.path());
   size_t jit = 0;
-  for (const auto& stack : trace.stacks) jit += !stack.empty() && stack[0].function == "jit_spin";
+  for (const auto& sample : trace.samples) {
+    jit += !sample.user_frames.empty() && sample.user_frames[0].function == "jit_spin";
+  }
   EXPECT_GE(jit, 50u);
 }
 
@@ -302,7 +244,8 @@ TEST(SymbolsTest, DamagedDebugInformationIsANoteNotACrash) {
   ASSERT_TRUE(trace.readable);
   // The symbol table still names the functions (from .symtab).
   size_t named = 0;
-  for (const auto& stack : trace.stacks) {
+  for (const auto& sample : trace.samples) {
+    const std::vector<NamedFrame>& stack = sample.user_frames;
     named += std::any_of(stack.begin(), stack.end(),
                          [](const NamedFrame& f) { return f.function == "leaf_work"; });
   }
