@@ -1,0 +1,408 @@
+// User stacks unwound on real processes built with frame pointers and
+// without (tests/testprogs/unwind_app.c): CPU samples and off-CPU stacks keep
+// their callers through Debian's libc (no frame pointers), through a stripped
+// library (only .eh_frame), through a signal frame into the interrupted code;
+// a stack deeper than the cap is a cut, not a loss; no user frame is junk
+// and no off-CPU kernel stack begins in the tracer. Where code is and which
+// threads exist is read from /proc, not from the trace.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string_view>
+
+#include "daemon/format/loss_tally.h"
+#include "daemon/session/session.h"
+#include "tests/support/child_process.h"
+#include "tests/support/privileged.h"
+#include "tests/support/quiet_log.h"
+#include "tests/support/symbolized_trace.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/trace_digest.h"
+
+namespace loupe::session {
+namespace {
+
+using testing::ChildProcess;
+using testing::NamedFrame;
+using testing::SymbolizedStack;
+using testing::TestProgram;
+
+struct Mapping {
+  uint64_t start = 0, end = 0;
+  std::string path;
+};
+
+// The executable mappings of `pid` (the vDSO among them).
+std::vector<Mapping> CodeMappings(pid_t pid) {
+  std::vector<Mapping> code;
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream in(line);
+    std::string range, perms, offset, device, inode, path;
+    in >> range >> perms >> offset >> device >> inode >> path;
+    if (perms.size() < 3 || perms[2] != 'x') continue;
+    const size_t dash = range.find('-');
+    code.push_back({std::stoull(range.substr(0, dash), nullptr, 16),
+                    std::stoull(range.substr(dash + 1), nullptr, 16), path});
+  }
+  return code;
+}
+
+std::vector<uint32_t> Threads(pid_t pid) {
+  std::vector<uint32_t> tids;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    tids.push_back(static_cast<uint32_t>(std::stoul(entry.path().filename().string())));
+  }
+  return tids;
+}
+
+struct UnwindRun {
+  pid_t pid = 0;
+  std::vector<uint32_t> threads;
+  std::vector<Mapping> code;
+  testing::SymbolizedTrace trace;
+  testing::TraceDigest digest;
+};
+
+// Traces `unwind_app_<variant> <mode>` from its "ready" for about 1.5 s:
+// CPU samples at 999 Hz, off-CPU intervals with user and kernel stacks.
+UnwindRun TraceApp(const std::string& variant, const std::string& mode,
+                   const testing::TempDir& dir) {
+  UnwindRun run;
+  ChildProcess program({TestProgram("unwind_app_" + variant), mode});
+  const std::string ready = program.ReadLine();
+  EXPECT_EQ(ready, "ready");
+  if (ready != "ready") return run;
+  run.pid = program.pid();
+  SessionOptions options;
+  options.pids = {static_cast<uint32_t>(program.pid())};
+  options.writer.directory = dir.path();
+  options.writer.session_id = "unwind";
+  options.sources.sample_hz = 999;
+  auto session = Session::Start(std::move(options), testing::QuietLog());
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return run;
+  usleep(1'500'000);
+  EXPECT_TRUE((*session)->Stop().ok());
+  // Still alive: it runs until killed, when `program` goes.
+  run.threads = Threads(run.pid);
+  run.code = CodeMappings(run.pid);
+  run.trace = testing::Symbolize(dir.path());
+  run.digest = testing::DigestTrace(dir.path());
+  EXPECT_TRUE(run.trace.readable);
+  return run;
+}
+
+using FrameTest = std::function<bool(const NamedFrame&)>;
+
+FrameTest Is(std::string name) {
+  return [name = std::move(name)](const NamedFrame& frame) { return frame.function == name; };
+}
+
+FrameTest Contains(std::vector<std::string> parts) {
+  return [parts = std::move(parts)](const NamedFrame& frame) {
+    return std::any_of(parts.begin(), parts.end(), [&](const std::string& part) {
+      return frame.function.find(part) != std::string::npos;
+    });
+  };
+}
+
+// glibc's names for read(2)'s wrapper: read, __libc_read, __GI___libc_read, ...
+bool IsLibcRead(const NamedFrame& frame) {
+  std::string_view name = frame.function;
+  for (std::string_view prefix : {"__", "GI_", "__", "libc_"}) {
+    if (name.starts_with(prefix)) name.remove_prefix(prefix.size());
+  }
+  return name == "read" || name == "read_nocancel";
+}
+
+// True if the frames (innermost first), read from the root towards the
+// leaf, hold frames passing `chain` in that order, other frames allowed
+// between them.
+bool ReadsRootToLeaf(const std::vector<NamedFrame>& frames, const std::vector<FrameTest>& chain) {
+  size_t next = 0;
+  for (auto frame = frames.rbegin(); frame != frames.rend() && next < chain.size(); ++frame) {
+    next += chain[next](*frame);
+  }
+  return next == chain.size();
+}
+
+bool Reaches(const std::vector<NamedFrame>& frames, const std::string& name) {
+  return std::any_of(frames.begin(), frames.end(), Is(name));
+}
+
+// The function the leaf address is in, past the frames inlined into it.
+std::string LeafFunction(const std::vector<NamedFrame>& frames) {
+  auto leaf = std::find_if(frames.begin(), frames.end(),
+                           [](const NamedFrame& frame) { return !frame.inlined; });
+  return leaf == frames.end() ? "" : leaf->function;
+}
+
+// Leaf first; a run of one function as "recurse x126".
+std::string Show(const std::vector<NamedFrame>& frames) {
+  std::string shown;
+  for (size_t i = 0; i < frames.size();) {
+    size_t run = 1;
+    while (i + run < frames.size() && frames[i + run].function == frames[i].function &&
+           frames[i + run].inlined == frames[i].inlined) {
+      ++run;
+    }
+    shown += (shown.empty() ? "" : " <- ") + frames[i].function + (frames[i].inlined ? "(i)" : "");
+    if (run > 1) shown += " x" + std::to_string(run);
+    i += run;
+  }
+  return shown;
+}
+
+// The `n` commonest of `stacks`' user stacks, with their counts.
+std::string ShowSome(const std::vector<const SymbolizedStack*>& stacks, size_t n = 6) {
+  std::map<std::string, size_t> counts;
+  for (const SymbolizedStack* stack : stacks) ++counts[Show(stack->user_frames)];
+  std::vector<std::pair<size_t, std::string>> commonest;
+  for (const auto& [shown, count] : counts) commonest.emplace_back(count, shown);
+  std::sort(commonest.rbegin(), commonest.rend());
+  std::string shown;
+  for (size_t i = 0; i < std::min(n, commonest.size()); ++i) {
+    shown += "\n  " + std::to_string(commonest[i].first) + "x  " + commonest[i].second;
+  }
+  return shown;
+}
+
+std::vector<const SymbolizedStack*> All(const std::vector<SymbolizedStack>& stacks) {
+  std::vector<const SymbolizedStack*> all;
+  for (const SymbolizedStack& stack : stacks) all.push_back(&stack);
+  return all;
+}
+
+std::vector<const SymbolizedStack*> Matching(const std::vector<SymbolizedStack>& stacks,
+                                             const std::vector<FrameTest>& chain) {
+  std::vector<const SymbolizedStack*> matching;
+  for (const SymbolizedStack& stack : stacks) {
+    if (ReadsRootToLeaf(stack.user_frames, chain)) matching.push_back(&stack);
+  }
+  return matching;
+}
+
+// What must hold of every stack of every case: user frames are addresses
+// of the target's code, and off-CPU kernel stacks begin where the thread
+// went off the CPU, not in the tracer that recorded it.
+void ExpectSaneStacks(const UnwindRun& run) {
+  ASSERT_FALSE(run.code.empty());
+  auto in_code = [&](uint64_t address) {
+    return std::any_of(run.code.begin(), run.code.end(),
+                       [&](const Mapping& m) { return address >= m.start && address < m.end; });
+  };
+  std::vector<const SymbolizedStack*> junk;
+  uint64_t junk_frames = 0, frames = 0;
+  std::string first_junk;
+  for (const auto* stacks : {&run.trace.samples, &run.trace.off_cpu}) {
+    for (const SymbolizedStack& stack : *stacks) {
+      bool bad = false;
+      for (uint64_t address : stack.user) {
+        ++frames;
+        // Below 4096 is never mapped; past 2^47 is not a canonical user address.
+        if (address >= 4096 && address < (1ull << 47) && in_code(address)) continue;
+        ++junk_frames;
+        if (first_junk.empty()) {
+          std::ostringstream text;
+          text << "0x" << std::hex << address;
+          first_junk = text.str();
+        }
+        bad = true;
+      }
+      if (bad) junk.push_back(&stack);
+    }
+  }
+  EXPECT_EQ(junk_frames, 0u) << junk_frames << " of " << frames << " user frames in " << junk.size()
+                             << " stacks are not code of the target (first " << first_junk
+                             << "):" << ShowSome(junk);
+
+  std::vector<std::string> tracer;
+  for (const SymbolizedStack& stack : run.trace.off_cpu) {
+    if (stack.kernel_frames.empty()) continue;
+    const bool starts_in_tracer = stack.kernel_frames.front().function.starts_with("__traceiter_");
+    const bool through_bpf = std::any_of(
+        stack.kernel_frames.begin(), stack.kernel_frames.end(), [](const NamedFrame& frame) {
+          return frame.function.starts_with("bpf_") || frame.function.starts_with("__bpf_");
+        });
+    if (starts_in_tracer || through_bpf) tracer.push_back(Show(stack.kernel_frames));
+  }
+  EXPECT_TRUE(tracer.empty()) << tracer.size() << " of " << run.trace.off_cpu.size()
+                              << " off-CPU kernel stacks hold the tracer's frames, e.g. "
+                              << tracer.front();
+}
+
+class UnwindTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  UnwindRun Trace(const std::string& mode) { return TraceApp(GetParam(), mode, dir_); }
+
+ private:
+  testing::TempDir dir_;
+};
+
+TEST_P(UnwindTest, CpuSamplesReachMainThroughLibc) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("cpu");
+  const auto& samples = run.trace.samples;
+  ASSERT_GE(samples.size(), 300u) << "too few samples to judge";
+  std::vector<const SymbolizedStack*> short_of_root;
+  for (const SymbolizedStack& stack : samples) {
+    if (!Reaches(stack.user_frames, "main") && !Reaches(stack.user_frames, "start_thread")) {
+      short_of_root.push_back(&stack);
+    }
+  }
+  EXPECT_LE(short_of_root.size() * 100, samples.size() * 5)
+      << short_of_root.size() << " of " << samples.size()
+      << " user stacks reach neither main nor start_thread:" << ShowSome(short_of_root);
+
+  const auto sorting =
+      Matching(samples, {Is("main"), Is("sort_it"), Contains({"qsort"}), Is("cmp")});
+  EXPECT_FALSE(sorting.empty()) << "no stack reads main, sort_it, qsort..., cmp; some are:"
+                                << ShowSome(All(samples));
+  const auto copying = Matching(samples, {Is("copy_it"), Contains({"memcpy", "memmove"})});
+  EXPECT_FALSE(copying.empty()) << "no stack reads copy_it, memcpy; some are:"
+                                << ShowSome(All(samples));
+  const auto allocating = Matching(samples, {Is("alloc_it"), Contains({"malloc", "free"})});
+  EXPECT_FALSE(allocating.empty())
+      << "no stack reads alloc_it, malloc or free; some are:" << ShowSome(All(samples));
+  ExpectSaneStacks(run);
+}
+
+// The off-CPU intervals of the program's one blocked thread (poked by main
+// every 10 ms, so that they end and are written) keep `chain`.
+void ExpectBlockedThreadKeeps(const UnwindRun& run, const std::vector<FrameTest>& chain,
+                              const std::string& what) {
+  ASSERT_EQ(run.threads.size(), 2u);
+  const uint32_t blocked =
+      run.threads[0] == static_cast<uint32_t>(run.pid) ? run.threads[1] : run.threads[0];
+  std::vector<const SymbolizedStack*> intervals, broken;
+  for (const SymbolizedStack& stack : run.trace.off_cpu) {
+    if (stack.tid != blocked) continue;
+    intervals.push_back(&stack);
+    if (!ReadsRootToLeaf(stack.user_frames, chain)) broken.push_back(&stack);
+  }
+  ASSERT_GE(intervals.size(), 10u) << "too few off-CPU intervals of the blocked thread";
+  // A poke may find it between its wakeup and its next wait.
+  EXPECT_LE(broken.size() * 10, intervals.size())
+      << broken.size() << " of " << intervals.size() << " off-CPU stacks do not read " << what
+      << ":" << ShowSome(broken);
+}
+
+TEST_P(UnwindTest, ThreadBlockedOnAMutexKeepsItsCallers) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("mutex");
+  ExpectBlockedThreadKeeps(
+      run, {Is("start_thread"), Is("wait_for_lock"), Contains({"mutex_lock", "lll_lock"})},
+      "start_thread, wait_for_lock, pthread_mutex_lock");
+  ExpectSaneStacks(run);
+}
+
+TEST_P(UnwindTest, ThreadBlockedInReadKeepsItsCallers) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("read");
+  ExpectBlockedThreadKeeps(run, {Is("start_thread"), Is("wait_for_input"), IsLibcRead},
+                           "start_thread, wait_for_input, read");
+  ExpectSaneStacks(run);
+}
+
+TEST_P(UnwindTest, SignalHandlerStacksGoOnIntoTheInterruptedCode) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("signal");
+  const auto& samples = run.trace.samples;
+  std::vector<const SymbolizedStack*> in_handler;
+  for (const SymbolizedStack& stack : samples) {
+    if (LeafFunction(stack.user_frames) == "handler_work") {
+      in_handler.push_back(&stack);
+    }
+  }
+  ASSERT_GE(in_handler.size(), 20u) << "too few samples in the handler to judge";
+  const auto through =
+      Matching(samples, {Is("main"), Is("interrupted_here"), Is("on_signal"), Is("handler_work")});
+  EXPECT_FALSE(through.empty()) << "of " << in_handler.size()
+                                << " samples in handler_work none reads main, interrupted_here, "
+                                   "on_signal, handler_work:"
+                                << ShowSome(in_handler);
+  ExpectSaneStacks(run);
+}
+
+TEST_P(UnwindTest, StackDeeperThanTheCapIsACutNotALoss) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("recurse");
+  const auto& samples = run.trace.samples;
+  ASSERT_GE(samples.size(), 300u) << "too few samples to judge";
+  // 1000 frames of recurse: every sample's stack is cut at the same depth.
+  std::map<size_t, size_t> by_depth;
+  std::vector<const SymbolizedStack*> not_recurse;
+  for (const SymbolizedStack& stack : samples) {
+    ++by_depth[stack.user.size()];
+    const bool only_recurse = !stack.user_frames.empty() &&
+                              std::all_of(stack.user_frames.begin(), stack.user_frames.end(),
+                                          [](const NamedFrame& frame) {
+                                            return frame.inlined || frame.function == "recurse";
+                                          });
+    if (!only_recurse) not_recurse.push_back(&stack);
+  }
+  const auto cap = std::max_element(by_depth.begin(), by_depth.end(),
+                                    [](auto& a, auto& b) { return a.second < b.second; });
+  EXPECT_GE(cap->first, 32u) << "the common depth is " << cap->first;
+  EXPECT_GE(cap->second * 100, samples.size() * 95)
+      << "only " << cap->second << " of " << samples.size() << " stacks are " << cap->first
+      << " deep";
+  EXPECT_LE(not_recurse.size() * 100, samples.size() * 5)
+      << not_recurse.size() << " of " << samples.size()
+      << " stacks hold something other than recurse:" << ShowSome(not_recurse);
+
+  const auto& losses = run.digest.losses;
+  auto count = [&](const std::string& key) { return losses.contains(key) ? losses.at(key) : 0; };
+  const uint64_t cut = count("cpu_sample/stack_truncated") + count("cpu_sample/unwind_stopped");
+  EXPECT_GE(cut, cap->second) << "cut stacks not counted as cuts: "
+                              << testing::WhyIncomplete(run.digest);
+  for (const auto& [what, n] : losses) {
+    EXPECT_TRUE(format::IsCutKey(what)) << "lost " << n << " " << what;
+  }
+  EXPECT_TRUE(run.digest.complete) << testing::WhyIncomplete(run.digest);
+  ExpectSaneStacks(run);
+}
+
+TEST_P(UnwindTest, StrippedLibraryIsWalkedThroughWithItsCfi) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("lib");
+  std::vector<Mapping> library;
+  for (const Mapping& m : run.code) {
+    if (m.path.ends_with("/libunwind_stripped.so")) library.push_back(m);
+  }
+  ASSERT_FALSE(library.empty()) << "libunwind_stripped.so is not mapped";
+  auto in_library = [&](const NamedFrame& frame) {
+    return std::any_of(library.begin(), library.end(), [&](const Mapping& m) {
+      return frame.address >= m.start && frame.address < m.end;
+    });
+  };
+  const auto& samples = run.trace.samples;
+  std::vector<const SymbolizedStack*> in_callback;
+  for (const SymbolizedStack& stack : samples) {
+    if (LeafFunction(stack.user_frames) == "app_callback") {
+      in_callback.push_back(&stack);
+    }
+  }
+  ASSERT_GE(in_callback.size(), 20u) << "too few samples in app_callback to judge";
+  const auto through =
+      Matching(samples, {Is("main"), Is("call_lib"), in_library, Is("app_callback")});
+  EXPECT_FALSE(through.empty()) << "of " << in_callback.size()
+                                << " samples in app_callback none reads main, call_lib, "
+                                   "libunwind_stripped.so, app_callback:"
+                                << ShowSome(in_callback);
+  ExpectSaneStacks(run);
+}
+
+INSTANTIATE_TEST_SUITE_P(Builds, UnwindTest, ::testing::Values("fp", "nofp"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace loupe::session
