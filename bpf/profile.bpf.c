@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* CPU sampling: runs on every tick of a perf event (cpu-clock by default)
  * on every CPU and records the target thread that was running, with its
- * user stack (frame pointers) and, unless turned off, kernel stack. */
-#include "include/common.bpf.h"
+ * user stack (bpf/include/unwind.bpf.h) and, unless turned off, kernel
+ * stack. */
+#include "include/unwind.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -23,9 +24,8 @@ int handle_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	rec->tid = (__u32)id;
 	rec->tgid = id >> 32;
-	rec->pad = 0;
-	capture_stacks(ctx, rec->frames, &rec->user_depth, &rec->kernel_depth,
-		       LOUPE_CNT_STACK_TRUNCATED_CPU, true, cfg_kernel_stacks);
+	capture_stacks(ctx, rec->frames, &rec->user_depth, &rec->kernel_depth, &rec->stack_flags,
+		       LOUPE_CNT_STACK_TRUNCATED_CPU, true, cfg_kernel_stacks, 0, 0);
 	size = __builtin_offsetof(struct loupe_cpu_sample, frames) +
 	       ((__u64)rec->user_depth + rec->kernel_depth) * sizeof(__u64);
 	fill_header(&rec->hdr, LOUPE_REC_CPU_SAMPLE, size);

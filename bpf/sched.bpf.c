@@ -3,7 +3,7 @@
  * (with the stacks of the thread switched out), wakeups, fork, exec, exit
  * and thread names. Each handler exists as tp_btf and as raw_tp; the daemon
  * loads the first set the kernel supports and records which. */
-#include "include/common.bpf.h"
+#include "include/unwind.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -11,6 +11,13 @@ const volatile bool cfg_follow_children = false;
 /* Stacks of a target thread at switch-out: where it went off-CPU. */
 const volatile bool cfg_offcpu_user_stacks = true;
 const volatile bool cfg_offcpu_kernel_stacks = true;
+/* Where __schedule lies in kernel text (from kallsyms; 0 if unknown): a
+ * switch-out's kernel stack starts there. The frames before it are the
+ * tracer's (this program, bpf_trace_runN, __traceiter_sched_switch, as many
+ * as the kernel has) and are left out at capture; shown, they split one
+ * wait's stacks into several rows. */
+const volatile __u64 cfg_schedule_start = 0;
+const volatile __u64 cfg_schedule_end = 0;
 
 struct task_struct___pre_5_14 {
 	long state;
@@ -162,13 +169,16 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	rec->prev_state = prev_state;
 	rec->user_depth = 0;
 	rec->kernel_depth = 0;
+	rec->stack_flags = 0;
+	rec->pad = 0;
 	fill_comm(rec->prev_comm, prev, prev_is_target, rec->prev_tid);
 	fill_comm(rec->next_comm, next, next_is_target, next_tid);
 	/* The tracepoint runs on prev: its stacks say where it went off-CPU. */
 	if (prev_is_target)
 		capture_stacks(ctx, rec->frames, &rec->user_depth, &rec->kernel_depth,
-			       LOUPE_CNT_STACK_TRUNCATED_SCHED, cfg_offcpu_user_stacks,
-			       cfg_offcpu_kernel_stacks);
+			       &rec->stack_flags, LOUPE_CNT_STACK_TRUNCATED_SCHED,
+			       cfg_offcpu_user_stacks, cfg_offcpu_kernel_stacks,
+			       cfg_schedule_start, cfg_schedule_end);
 	size = __builtin_offsetof(struct loupe_sched_switch, frames) +
 	       ((__u64)rec->user_depth + rec->kernel_depth) * sizeof(__u64);
 	fill_header(&rec->hdr, LOUPE_REC_SCHED_SWITCH, size);
@@ -280,6 +290,9 @@ static __always_inline int on_exec(struct task_struct *task, struct linux_binprm
 	rec = reserve_record(sizeof(*rec), LOUPE_REC_PROCESS_EXEC, LOUPE_CNT_RING_FULL_SCHED);
 	if (!rec)
 		return 0;
+	/* A new image: the old tables no longer describe it. */
+	bpf_map_delete_elem(&unwind_processes, &tgid);
+	request_tables(tgid);
 	rec->tid = BPF_CORE_READ(task, pid);
 	rec->tgid = tgid;
 	bpf_probe_read_kernel_str(rec->filename, sizeof(rec->filename), BPF_CORE_READ(bprm, filename));

@@ -74,28 +74,6 @@ static __always_inline void fill_header(struct loupe_record_header *hdr, __u16 t
 	hdr->time_ns = bpf_ktime_get_ns();
 }
 
-/* Captures the current task's user then kernel stack into `frames` (room
- * for 2 * LOUPE_MAX_STACK_DEPTH). A full buffer may mean a cut stack: that
- * is counted under `truncated`. */
-static __always_inline void capture_stacks(void *ctx, __u64 *frames, __u16 *user_depth,
-					   __u16 *kernel_depth, __u32 truncated, bool user_stack,
-					   bool kernel_stack)
-{
-	const long room = LOUPE_MAX_STACK_DEPTH * sizeof(__u64);
-	long n = user_stack ? bpf_get_stack(ctx, frames, room, BPF_F_USER_STACK) : 0;
-	/* The masks (depth <= 127) are for the verifier: it must see that the
-	 * kernel stack's offset stays inside the buffer. */
-	__u32 user = (n > 0 ? n / sizeof(__u64) : 0) & LOUPE_MAX_STACK_DEPTH;
-
-	n = kernel_stack ? bpf_get_stack(ctx, &frames[user], room, 0) : 0;
-	__u32 kernel = (n > 0 ? n / sizeof(__u64) : 0) & LOUPE_MAX_STACK_DEPTH;
-
-	if (user == LOUPE_MAX_STACK_DEPTH || kernel == LOUPE_MAX_STACK_DEPTH)
-		count(truncated);
-	*user_depth = user;
-	*kernel_depth = kernel;
-}
-
 /* Reserves a fixed-size record and fills its header, or counts the ring
  * being full under `ring_full` and returns NULL. */
 static __always_inline void *reserve_record(__u64 size, __u16 type, __u32 ring_full)

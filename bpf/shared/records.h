@@ -55,6 +55,15 @@ enum loupe_counter {
 };
 
 #define LOUPE_MAX_STACK_DEPTH 127 /* a mask too: keep it 2^n - 1 */
+
+/* How a user stack was walked and where the walk ended (stack_flags). */
+enum loupe_stack_flag {
+	LOUPE_STACK_CFI = 1,            /* from unwind tables (else frame pointers) */
+	LOUPE_STACK_UNWIND_STOPPED = 2, /* cut: an address no table or mapping covers */
+};
+/* A user frame whose address is exact, not a return address: the leaf is
+ * implied; this marks the code a signal interrupted. */
+#define LOUPE_FRAME_EXACT (1ULL << 63)
 #define LOUPE_COMM_LEN 16
 #define LOUPE_PATH_LEN 256
 
@@ -76,6 +85,8 @@ struct loupe_sched_switch {
 	__u32 prev_state;
 	__u16 user_depth;   /* stacks of prev at switch-out, when prev is a target */
 	__u16 kernel_depth;
+	__u32 stack_flags;  /* enum loupe_stack_flag */
+	__u32 pad;
 	/* Names of the sides that are not targets (the threads that held a CPU
 	 * a target waited for); all zero for a target and for the idle task. */
 	char prev_comm[LOUPE_COMM_LEN];
@@ -138,7 +149,7 @@ struct loupe_cpu_sample {
 	__u32 tgid;
 	__u16 user_depth;
 	__u16 kernel_depth;
-	__u32 pad;
+	__u32 stack_flags; /* enum loupe_stack_flag */
 	__u64 frames[2 * LOUPE_MAX_STACK_DEPTH];
 };
 
@@ -236,6 +247,43 @@ struct loupe_uprobe_event {
 	__u32 probe;
 	__u32 arg_count;
 	__s64 values[LOUPE_UPROBE_MAX_ARGS]; /* arguments, or the return value first */
+};
+
+/* Unwind tables (daemon/bpf/unwind_maps.h fills them from the CFI of the
+ * targets' files; bpf/include/unwind.bpf.h walks them). */
+enum loupe_unwind_kind {
+	LOUPE_UNWIND_NONE = 0,      /* no rule: the walk stops */
+	LOUPE_UNWIND_CFA_RSP = 1,   /* CFA = rsp + cfa_offset */
+	LOUPE_UNWIND_CFA_RBP = 2,   /* CFA = rbp + cfa_offset */
+	LOUPE_UNWIND_OUTERMOST = 3, /* the bottom of the stack */
+	LOUPE_UNWIND_SIGNAL = 4,    /* signal trampoline: registers in the ucontext at rsp */
+	LOUPE_UNWIND_PLT = 5,       /* CFA = rsp + 8, + 8 more from byte 11 of a 16-byte stub */
+};
+
+/* The rule from `address` (an ELF virtual address of the file) to the next
+ * row's; the return address is at CFA - 8. */
+struct loupe_unwind_row {
+	__u32 address;
+	__u8 kind; /* enum loupe_unwind_kind */
+	__u8 pad;
+	__s16 rbp_offset; /* rbp saved at CFA + rbp_offset; 0: unchanged */
+	__s32 cfa_offset;
+};
+
+/* An executable mapping of a process, found by longest-prefix match on
+ * (tgid, address); the address is big-endian so prefixes are its high bits. */
+struct loupe_unwind_key {
+	__u32 prefixlen; /* 32 (tgid) + bits of the address */
+	__u32 tgid;
+	__u8 address[8];
+};
+
+struct loupe_unwind_mapping {
+	__u64 start;
+	__u64 end;
+	__u64 bias;      /* address - bias = the file's virtual address */
+	__u32 first_row; /* in unwind_rows */
+	__u32 row_count; /* 0: no table (JIT code, a file without CFI): frame pointers */
 };
 
 #endif /* LOUPE_BPF_SHARED_RECORDS_H_ */

@@ -17,10 +17,11 @@ static_assert(offsetof(loupe_sched_switch, prev_tid) == 16);
 static_assert(offsetof(loupe_sched_switch, next_tid) == 24);
 static_assert(offsetof(loupe_sched_switch, prev_state) == 32);
 static_assert(offsetof(loupe_sched_switch, user_depth) == 36);
-static_assert(offsetof(loupe_sched_switch, prev_comm) == 40);
-static_assert(offsetof(loupe_sched_switch, next_comm) == 40 + LOUPE_COMM_LEN);
-static_assert(offsetof(loupe_sched_switch, frames) == 40 + 2 * LOUPE_COMM_LEN);
-static_assert(sizeof(loupe_sched_switch) == 72 + 2 * 8 * LOUPE_MAX_STACK_DEPTH);
+static_assert(offsetof(loupe_sched_switch, stack_flags) == 40);
+static_assert(offsetof(loupe_sched_switch, prev_comm) == 48);
+static_assert(offsetof(loupe_sched_switch, next_comm) == 48 + LOUPE_COMM_LEN);
+static_assert(offsetof(loupe_sched_switch, frames) == 48 + 2 * LOUPE_COMM_LEN);
+static_assert(sizeof(loupe_sched_switch) == 80 + 2 * 8 * LOUPE_MAX_STACK_DEPTH);
 
 static_assert(sizeof(loupe_sched_wakeup) == 40);
 static_assert(offsetof(loupe_sched_wakeup, context) == 36);
@@ -43,8 +44,14 @@ static_assert(offsetof(loupe_usdt_event, string) == 40 + 8 * LOUPE_USDT_MAX_ARGS
 static_assert(sizeof(loupe_uprobe_event) == 32 + 8 * LOUPE_UPROBE_MAX_ARGS);
 
 static_assert(offsetof(loupe_cpu_sample, user_depth) == 24);
+static_assert(offsetof(loupe_cpu_sample, stack_flags) == 28);
 static_assert(offsetof(loupe_cpu_sample, frames) == 32);
 static_assert(sizeof(loupe_cpu_sample) == 32 + 2 * 8 * LOUPE_MAX_STACK_DEPTH);
+
+static_assert(sizeof(loupe_unwind_row) == 12);
+static_assert(offsetof(loupe_unwind_row, cfa_offset) == 8);
+static_assert(sizeof(loupe_unwind_key) == 16);
+static_assert(sizeof(loupe_unwind_mapping) == 32);
 
 }  // namespace
 }  // namespace loupe::bpf

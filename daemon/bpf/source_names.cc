@@ -57,4 +57,17 @@ absl::Status ParseOffCpuStacks(std::string_view list, SourceOptions* options) {
   return absl::OkStatus();
 }
 
+absl::Status ParseUnwind(std::string_view name, SourceOptions* options) {
+  if (name.empty()) return absl::OkStatus();
+  if (name == "cfi") {
+    options->unwind = Unwind::kTables;
+  } else if (name == "fp") {
+    options->unwind = Unwind::kFramePointers;
+  } else {
+    return absl::InvalidArgumentError(
+        fmt::format("unwind '{}': expected cfi (unwind tables) or fp (frame pointers)", name));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace loupe::bpf

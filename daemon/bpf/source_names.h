@@ -17,6 +17,7 @@ namespace loupe::bpf {
 absl::Status ParseSources(const std::vector<std::string>& names, SourceOptions* options);
 absl::Status ParseSampleEvent(std::string_view name, SourceOptions* options);
 absl::Status ParseOffCpuStacks(std::string_view list, SourceOptions* options);
+absl::Status ParseUnwind(std::string_view name, SourceOptions* options);
 
 }  // namespace loupe::bpf
 

@@ -14,6 +14,7 @@
 #include "daemon/base/proc_root.h"
 #include "daemon/bpf/probe_links.h"
 #include "daemon/bpf/skeleton.h"
+#include "daemon/symbols/kernel_symbols.h"
 #include "profile.skel.h"
 #include "sched.skel.h"
 
@@ -32,6 +33,36 @@ struct LinkFree {
 // One ring, one target map, one set of counters for the whole session.
 SessionMaps SessionMapsOf(const loupe_sched* sched) {
   return {sched->maps.events, sched->maps.target_tgids, sched->maps.counters};
+}
+
+UnwindMaps::Maps UnwindMapsOf(const loupe_sched* sched) {
+  return {sched->maps.unwind_rows, sched->maps.unwind_mappings, sched->maps.unwind_processes,
+          sched->maps.unwind_refresh};
+}
+
+UnwindMaps::Maps UnwindMapsOf(const loupe_profile* profile) {
+  return {profile->maps.unwind_rows, profile->maps.unwind_mappings,
+          profile->maps.unwind_processes, profile->maps.unwind_refresh};
+}
+
+// The sampler walks the same tables as the switch programs.
+absl::Status ShareUnwindMaps(const UnwindMaps::Maps& session, const UnwindMaps::Maps& mine) {
+  for (auto [own, shared] : {std::pair{mine.rows, session.rows},
+                             std::pair{mine.mappings, session.mappings},
+                             std::pair{mine.processes, session.processes},
+                             std::pair{mine.refresh, session.refresh}}) {
+    if (int error = bpf_map__reuse_fd(own, bpf_map__fd(shared)); error != 0) {
+      return absl::InternalError(
+          fmt::format("share map {}: {}", bpf_map__name(own), std::strerror(-error)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t MonotonicNs() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
 }
 
 bool InKallsyms(std::string_view symbol) {
@@ -118,6 +149,18 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
   (*sched)->rodata->cfg_follow_children = options.follow_children;
   (*sched)->rodata->cfg_offcpu_user_stacks = options.offcpu_user_stacks;
   (*sched)->rodata->cfg_offcpu_kernel_stacks = options.offcpu_kernel_stacks;
+  (*sched)->rodata->cfg_unwind_tables = unwind_tables_;
+  if (options.sched && options.offcpu_kernel_stacks) {
+    // Kernel stacks at switch-out start in __schedule: the frames before
+    // it are the tracer's. Without kallsyms they are kept (and shown).
+    if (std::optional<std::pair<uint64_t, uint64_t>> schedule =
+            symbols::KernelSymbols::Load().Range("__schedule")) {
+      (*sched)->rodata->cfg_schedule_start = schedule->first;
+      (*sched)->rodata->cfg_schedule_end = schedule->second;
+    }
+  }
+  bpf_map__set_max_entries((*sched)->maps.unwind_rows,
+                           unwind_tables_ ? unwind_.rows_to_reserve() : 1);
   bpf_map__set_max_entries((*sched)->maps.events, options.ring_bytes);
   bpf_map__set_max_entries((*sched)->maps.runnable_targets, libbpf_num_possible_cpus());
   bpf_program* program;
@@ -138,6 +181,12 @@ absl::Status Sources::OpenSampling(const SourceOptions& options) {
   absl::StatusOr<ProfileSkeleton> profile = ProfileSkeleton::Open("profile");
   if (!profile.ok()) return profile.status();
   (*profile)->rodata->cfg_kernel_stacks = options.cpu_kernel_stacks;
+  (*profile)->rodata->cfg_unwind_tables = unwind_tables_;
+  if (absl::Status status =
+          ShareUnwindMaps(UnwindMapsOf(objects_->sched->get()), UnwindMapsOf(profile->get()));
+      !status.ok()) {
+    return status;
+  }
   if (absl::Status status = ShareSessionMaps(SessionMapsOf(objects_->sched->get()),
                                               {(*profile)->maps.events,
                                                (*profile)->maps.target_tgids,
@@ -201,6 +250,9 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
                                                         const probes::ProbePlan& plan) {
   if (absl::Status status = ValidateSourceOptions(options); !status.ok()) return status;
   std::unique_ptr<Sources> sources(new Sources());
+  sources->unwind_tables_ = options.unwind == Unwind::kTables &&
+                            (options.cpu || (options.sched && options.offcpu_user_stacks));
+  if (sources->unwind_tables_) sources->unwind_.Prepare(tgids);
   const WakerContextPath waker_context = ProbeWakerContext();
   // Feature probe: BTF-typed tracepoints where the kernel has them.
   absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true, waker_context.preempt_count);
@@ -218,6 +270,20 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
       return absl::ResourceExhaustedError(
           fmt::format("add target {}: {}", tgid, std::strerror(errno)));
     }
+  }
+  if (sources->unwind_tables_) {
+    if (absl::Status status =
+            sources->unwind_.Start(UnwindMapsOf(sources->objects_->sched->get()), tgids);
+        !status.ok()) {
+      return status;
+    }
+    const UnwindMaps::Stats& unwind = sources->unwind_.stats();
+    sources->features_["user_stacks"] = fmt::format(
+        "unwind tables: {} files, {} rows of {} ({} files by frame pointers)", unwind.files,
+        unwind.rows, unwind.capacity, unwind.files_without);
+    for (std::string& note : sources->unwind_.TakeNotes()) sources->warnings_.push_back(note);
+  } else {
+    sources->features_["user_stacks"] = "frame pointers";
   }
   absl::StatusOr<std::unique_ptr<RingBuffer>> ring = RingBuffer::Create(
       bpf_map__fd(sources->objects_->sched->get()->maps.events), std::move(handler));
@@ -249,6 +315,11 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
                     system_wide ? " in every process, targets filtered in BPF" : "");
   }
   return sources;
+}
+
+absl::StatusOr<size_t> Sources::Drain() {
+  if (unwind_tables_) unwind_.Poll(MonotonicNs());
+  return ring_->Drain();
 }
 
 BpfCounters Sources::ReadCounters() const {

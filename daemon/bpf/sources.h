@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/base/scoped_fd.h"
 #include "daemon/bpf/ring_buffer.h"
+#include "daemon/bpf/unwind_maps.h"
 #include "daemon/probes/probe_plan.h"
 #include "shared/records.h"
 
@@ -23,6 +24,9 @@ namespace loupe::bpf {
 class ProbeLinks;
 
 enum class SampleEvent { kCpuClock, kCycles };
+// How user stacks are walked: from unwind tables compiled from the files'
+// CFI (frame pointers only where a file has none), or by frame pointers.
+enum class Unwind { kTables, kFramePointers };
 
 struct SourceOptions {
   bool sched = true;  // switches and wakeups (process lifecycle is always on)
@@ -41,6 +45,7 @@ struct SourceOptions {
   // Bytes kept of each USDT string argument; longer strings are cut (and
   // counted as cut, which is not a loss).
   uint32_t usdt_string_cap = LOUPE_USDT_DEFAULT_STRING;
+  Unwind unwind = Unwind::kTables;
 };
 
 absl::Status ValidateSourceOptions(const SourceOptions& options);
@@ -59,7 +64,9 @@ class Sources {
                                                         const probes::ProbePlan& plan);
   ~Sources();
 
-  absl::StatusOr<size_t> Drain() { return ring_->Drain(); }
+  // Serves BPF's requests for unwind tables, then drains the ring.
+  absl::StatusOr<size_t> Drain();
+  const UnwindMaps::Stats& unwind_stats() const { return unwind_.stats(); }
   BpfCounters ReadCounters() const;
   // Which kernel paths were taken ("sched_tracepoints" -> "tp_btf", ...).
   const std::map<std::string, std::string>& features() const { return features_; }
@@ -77,6 +84,8 @@ class Sources {
   std::unique_ptr<Objects> objects_;  // its sampler links own their perf event fds
   std::unique_ptr<RingBuffer> ring_;
   std::unique_ptr<ProbeLinks> probes_;
+  UnwindMaps unwind_;
+  bool unwind_tables_ = false;
   std::vector<std::string> warnings_;
   std::map<std::string, std::string> features_;
 };

@@ -19,7 +19,8 @@ absl::Status ApplySources(const v1::AttachRequest& request, bpf::SourceOptions* 
   const std::vector<std::string> names(request.sources().begin(), request.sources().end());
   for (absl::Status status : {bpf::ParseSources(names, sources),
                               bpf::ParseSampleEvent(request.sample_event(), sources),
-                              bpf::ParseOffCpuStacks(request.offcpu_stacks(), sources)}) {
+                              bpf::ParseOffCpuStacks(request.offcpu_stacks(), sources),
+                              bpf::ParseUnwind(request.unwind(), sources)}) {
     if (!status.ok()) return status;
   }
   if (request.sample_hz() != 0) sources->sample_hz = request.sample_hz();

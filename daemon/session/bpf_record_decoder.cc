@@ -30,17 +30,29 @@ std::string CString(const char* text, size_t max) { return std::string(text, str
 constexpr uint64_t kLowestUserAddress = 4096;
 constexpr uint64_t kHighestUserAddress = 0x00007fffffffffff;
 
-// Stacks follow the fixed part: user frames, then kernel frames. A frame
-// pointer walk through code built without frame pointers reads whatever
-// lies on the stack: the walk is cut at the first address that cannot be a
-// user frame, rather than keeping junk (and running to the depth cap).
+// Stacks follow the fixed part: user frames, then kernel frames. A walk
+// from unwind tables was checked frame by frame in BPF and says where it
+// stopped; it marks the frames a signal interrupted (exact addresses, not
+// return addresses). A frame pointer walk through code built without frame
+// pointers reads whatever lies on the stack: it is cut here at the first
+// address that cannot be a user frame, rather than keeping junk (and running
+// to the depth cap).
 bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user, uint16_t kernel,
-                OwnedEvent* event) {
+                uint32_t stack_flags, OwnedEvent* event) {
   const size_t count = size_t{user} + kernel;
   if (count > (bytes.size() - fixed_part) / sizeof(uint64_t)) return false;
+  if (user > LOUPE_MAX_STACK_DEPTH || kernel > LOUPE_MAX_STACK_DEPTH) return false;
   event->frames.resize(count);
   if (count == 0) return true;  // (memcpy may not be given an empty vector's null data)
   std::memcpy(event->frames.data(), bytes.data() + fixed_part, count * sizeof(uint64_t));
+  if ((stack_flags & LOUPE_STACK_CFI) != 0) {
+    for (uint16_t i = 0; i < user; ++i) {
+      if ((event->frames[i] & LOUPE_FRAME_EXACT) == 0) continue;
+      event->frames[i] &= ~LOUPE_FRAME_EXACT;
+      event->exact_frames.push_back(i);
+    }
+  }
+  if ((stack_flags & LOUPE_STACK_UNWIND_STOPPED) != 0) event->unwind_stopped = true;
   uint16_t valid = 0;
   while (valid < user && event->frames[valid] >= kLowestUserAddress &&
          event->frames[valid] <= kHighestUserAddress) {
@@ -69,7 +81,7 @@ std::optional<OwnedEvent> DecodeBpfRecord(std::span<const uint8_t> bytes) {
       loupe_sched_switch r;
       const size_t fixed = offsetof(loupe_sched_switch, frames);
       if (!Load(bytes, fixed, &r)) return std::nullopt;
-      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, &event)) {
+      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, r.stack_flags, &event)) {
         return std::nullopt;
       }
       event.record.tid = r.prev_tid;
@@ -135,7 +147,7 @@ std::optional<OwnedEvent> DecodeBpfRecord(std::span<const uint8_t> bytes) {
       loupe_cpu_sample r;
       const size_t fixed = offsetof(loupe_cpu_sample, frames);
       if (!Load(bytes, fixed, &r)) return std::nullopt;
-      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, &event)) {
+      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, r.stack_flags, &event)) {
         return std::nullopt;
       }
       event.record.tid = r.tid;

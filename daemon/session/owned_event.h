@@ -29,6 +29,9 @@ struct OwnedEvent {
   // The user stack walk met an address no user frame can have; the frames
   // from there on were dropped.
   bool unwind_stopped = false;
+  // User frames (by index) whose address is where the code was, not a
+  // return address: those a signal interrupted. The leaf always is.
+  std::vector<uint16_t> exact_frames;
   std::string text;  // a name or a path
   std::string value_text;         // a USDT string argument, a foreign thread's process name
   std::vector<int64_t> args;      // of a USDT or uprobe event

@@ -116,8 +116,12 @@ void Pipeline::WriteLoss(const format::Loss& loss, uint64_t time_ns) {
   OwnedEvent event;
   event.record = {.time_ns = time_ns, .payload = loss};
   Write(event);
-  log_->warn("session {}: lost {} {} events ({})", options_.writer.session_id, loss.count,
-             format::LossSourceName(loss.source), format::LossReasonName(loss.reason));
+  // Cut content (a stack, a string) is summed up at the end; only lost
+  // events are worth a warning as they happen.
+  const bool cut = format::IsCut(loss.reason);
+  log_->log(cut ? spdlog::level::debug : spdlog::level::warn, "session {}: {} {} {} events ({})",
+            options_.writer.session_id, cut ? "cut content of" : "lost", loss.count,
+            format::LossSourceName(loss.source), format::LossReasonName(loss.reason));
 }
 
 void Pipeline::Release(OwnedEvent& event) {

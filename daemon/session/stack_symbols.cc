@@ -1,5 +1,7 @@
 #include "daemon/session/stack_symbols.h"
 
+#include <algorithm>
+
 #include "absl/hash/hash.h"
 
 namespace loupe::session {
@@ -7,7 +9,12 @@ namespace loupe::session {
 void StackSymbols::Collect(const OwnedEvent& event) {
   if (event.frames.empty()) return;
   const uint32_t pid = event.prev_tgid;
-  if (!seen_stacks_.insert(absl::HashOf(pid, absl::MakeConstSpan(event.frames))).second) return;
+  if (!seen_stacks_
+           .insert(absl::HashOf(pid, absl::MakeConstSpan(event.frames),
+                                absl::MakeConstSpan(event.exact_frames)))
+           .second) {
+    return;
+  }
   for (size_t i = 0; i < event.frames.size(); ++i) {
     const uint64_t address = event.frames[i];
     if (i >= event.user_depth) {
@@ -16,8 +23,10 @@ void StackSymbols::Collect(const OwnedEvent& event) {
     }
     // A caller's frame is a return address: the call is the instruction
     // before it, and symbolizing the return address itself can name the
-    // line (or an inlined function) after the call instead.
-    const uint64_t call_site = i == 0 ? address : address - 1;
+    // line (or an inlined function) after the call instead. The leaf and
+    // the code a signal interrupted are where they were.
+    const bool exact = i == 0 || std::ranges::find(event.exact_frames, i) != event.exact_frames.end();
+    const uint64_t call_site = exact ? address : address - 1;
     symbols::Location location = address_spaces_.Locate(pid, call_site, event.record.time_ns);
     if (location.object != nullptr) symbolizer_->Prefetch(location.object, location.file_offset);
     segment_symbols_.AddUser(pid, address, std::move(location));

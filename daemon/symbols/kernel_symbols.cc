@@ -49,4 +49,14 @@ std::string KernelSymbols::Name(uint64_t address) const {
   return std::prev(after)->name;
 }
 
+std::optional<std::pair<uint64_t, uint64_t>> KernelSymbols::Range(std::string_view name) const {
+  auto found = std::ranges::find_if(
+      symbols_, [name](const Symbol& s) { return s.address != 0 && s.name == name; });
+  if (found == symbols_.end()) return std::nullopt;
+  auto next = std::find_if(found, symbols_.end(),
+                           [found](const Symbol& s) { return s.address > found->address; });
+  if (next == symbols_.end()) return std::nullopt;
+  return std::pair{found->address, next->address};
+}
+
 }  // namespace loupe::symbols

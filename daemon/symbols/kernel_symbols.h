@@ -5,8 +5,10 @@
 #define LOUPE_DAEMON_SYMBOLS_KERNEL_SYMBOLS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace loupe::symbols {
@@ -19,6 +21,9 @@ class KernelSymbols {
 
   // "function" or "function [module]"; "" when unknown.
   std::string Name(uint64_t address) const;
+  // Where the function `name` lies: its address up to the next symbol's;
+  // nullopt when it is not listed (or addresses are hidden).
+  std::optional<std::pair<uint64_t, uint64_t>> Range(std::string_view name) const;
   const std::string& note() const { return note_; }
 
  private:

@@ -44,6 +44,7 @@ absl::StatusOr<v1::AttachRequest> ToAttachRequest(const AttachOptions& o) {
   request.set_ring_buffer_size(o.ring_buffer_size);
   request.set_string_cap(o.string_cap);
   request.set_offcpu_stacks(o.offcpu_stacks);
+  request.set_unwind(o.unwind);
   for (const std::string& usdt : o.usdt) request.add_usdt(usdt);
   for (const std::string& uprobe : o.uprobes) request.add_uprobes(uprobe);
   request.set_content_policy(o.content_policy);
@@ -96,6 +97,11 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
   attach
       ->add_option("--offcpu-stacks", options.offcpu_stacks,
                    "Stacks taken at switch-out: user,kernel / user / kernel / none")
+      ->capture_default_str();
+  attach
+      ->add_option("--unwind", options.unwind,
+                   "User stacks: cfi (unwind tables from .eh_frame, for code without frame "
+                   "pointers) or fp (frame pointers only: cheaper, wrong through such code)")
       ->capture_default_str();
   attach->add_option("--ring-buffer-size", options.ring_buffer_size,
                      "BPF ring buffer bytes, a power of two (default 4 MiB, or louped's)");

@@ -22,6 +22,7 @@ struct AttachOptions {
   std::vector<std::string> sources = {"sched", "cpu", "shim"};
   std::string sample_event = "cpu-clock";
   std::string offcpu_stacks = "user,kernel";  // at switch-out: user, kernel, both or none
+  std::string unwind = "cfi";                 // user stacks: cfi or fp
   std::vector<std::string> usdt;     // provider:name
   std::vector<std::string> uprobes;  // TARGET:SYMBOL...
   std::string content_policy = "names";

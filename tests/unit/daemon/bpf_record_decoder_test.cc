@@ -90,6 +90,38 @@ TEST(BpfRecordDecoderTest, UserStacksStopAtTheFirstImpossibleFrame) {
   EXPECT_FALSE(event->unwind_stopped);
 }
 
+// A walk from unwind tables was checked in BPF: it says itself where it
+// stopped, and which frames a signal interrupted (exact addresses, flagged
+// in the top bit, which no user address has).
+TEST(BpfRecordDecoderTest, TableWalksCarryTheirStopAndTheirExactFrames) {
+  loupe_cpu_sample record{};
+  record.hdr = {LOUPE_REC_CPU_SAMPLE, 0, 0, 100};
+  record.tid = record.tgid = 7;
+  record.user_depth = 3;
+  record.stack_flags = LOUPE_STACK_CFI | LOUPE_STACK_UNWIND_STOPPED;
+  record.frames[0] = 0x401000;
+  record.frames[1] = 0x401234 | LOUPE_FRAME_EXACT;
+  record.frames[2] = 0x7f0000001000;
+  std::optional<OwnedEvent> event =
+      DecodeBpfRecord(Bytes(record, offsetof(loupe_cpu_sample, frames) + 3 * 8));
+  ASSERT_TRUE(event);
+  EXPECT_TRUE(event->unwind_stopped);
+  ASSERT_EQ(event->UserStack().size(), 3u);
+  EXPECT_EQ(event->UserStack()[1], 0x401234u);
+  EXPECT_EQ(event->exact_frames, std::vector<uint16_t>{1});
+
+  record.stack_flags = LOUPE_STACK_CFI;
+  record.frames[1] = 0x401234;
+  event = DecodeBpfRecord(Bytes(record, offsetof(loupe_cpu_sample, frames) + 3 * 8));
+  ASSERT_TRUE(event);
+  EXPECT_FALSE(event->unwind_stopped);
+  EXPECT_TRUE(event->exact_frames.empty());
+
+  // Depths past what BPF can write are a malformed record.
+  record.user_depth = LOUPE_MAX_STACK_DEPTH + 1;
+  EXPECT_FALSE(DecodeBpfRecord(Bytes(record)));
+}
+
 TEST(BpfRecordDecoderTest, MalformedRecordsAreRefused) {
   EXPECT_FALSE(DecodeBpfRecord({}));
   const loupe_sched_switch record = Switch(2, 3);

@@ -1,0 +1,347 @@
+/* User stacks walked from unwind tables: the daemon compiles the DWARF CFI
+ * (.eh_frame) of every executable file a target maps into rows, and the
+ * program here finds, frame after frame, the mapping of the address, the row
+ * that covers it, and from the row the caller's pc, sp and rbp. Code built
+ * without frame pointers (Debian's libc, -O2 leaf functions) unwinds; a
+ * frame-pointer walk reads junk there. Mappings without a table (JIT code)
+ * are walked with frame pointers. A process without tables yet (a child
+ * just forked, an exec) is walked with bpf_get_stack and asks for tables. */
+#ifndef LOUPE_BPF_INCLUDE_UNWIND_BPF_H_
+#define LOUPE_BPF_INCLUDE_UNWIND_BPF_H_
+
+#include "common.bpf.h"
+
+/* Off: user stacks by frame pointers only (tracectl attach --unwind=fp). */
+const volatile bool cfg_unwind_tables = true;
+
+/* Rows of every file, each file a sorted run; sized by the daemon. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct loupe_unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct loupe_unwind_key);
+	__type(value, struct loupe_unwind_mapping);
+} unwind_mappings SEC(".maps");
+
+/* tgids whose mappings are in unwind_mappings. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} unwind_processes SEC(".maps");
+
+/* tgids whose tables are missing or stale (a new child, an exec, a dlopen):
+ * the daemon polls this and loads their mappings. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} unwind_refresh SEC(".maps");
+
+/* The walk writes here, then the record takes a copy of the frames walked. */
+struct unwind_frames {
+	__u64 frames[LOUPE_MAX_STACK_DEPTH + 1];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_frames);
+} unwind_buffer SEC(".maps");
+
+/* Tables are looked up by binary search: 2^23 rows at most. */
+#define LOUPE_UNWIND_SEARCH_STEPS 23
+#define LOUPE_LOWEST_USER_ADDRESS 4096ULL
+#define LOUPE_HIGHEST_USER_ADDRESS 0x00007fffffffffffULL
+
+/* Where struct rt_sigframe's ucontext keeps the interrupted registers (the
+ * trampoline runs with rsp at the ucontext: the handler's return popped
+ * pretcode): uc_mcontext is 40 bytes in, then r8..r15, rdi, rsi, rbp, rbx,
+ * rdx, rax, rcx, rsp, rip. */
+#define LOUPE_SIGFRAME_RBP (40 + 10 * 8)
+#define LOUPE_SIGFRAME_RSP (40 + 15 * 8)
+#define LOUPE_SIGFRAME_RIP (40 + 16 * 8)
+
+struct unwind_walk {
+	__u64 pc;
+	__u64 sp;
+	__u64 bp;
+	__u32 tgid;
+	__u32 depth;
+	__u32 flags;    /* enum loupe_stack_flag */
+	bool exact;     /* pc is where the code was, not a return address */
+	bool complete;  /* reached the stack's bottom */
+	bool have_mapping;
+	struct loupe_unwind_mapping mapping; /* of the last frame: callers often share it */
+};
+
+static __always_inline void request_tables(__u32 tgid)
+{
+	__u8 yes = 1;
+
+	bpf_map_update_elem(&unwind_refresh, &tgid, &yes, BPF_NOEXIST);
+}
+
+static __always_inline bool find_mapping(struct unwind_walk *walk)
+{
+	struct loupe_unwind_key key = {.prefixlen = 32 + 64, .tgid = walk->tgid};
+	struct loupe_unwind_mapping *found;
+	__u64 be = __builtin_bswap64(walk->pc);
+
+	if (walk->have_mapping && walk->pc >= walk->mapping.start && walk->pc < walk->mapping.end)
+		return true;
+	__builtin_memcpy(key.address, &be, sizeof(be));
+	found = bpf_map_lookup_elem(&unwind_mappings, &key);
+	if (!found)
+		return false;
+	walk->mapping = *found;
+	walk->have_mapping = true;
+	return true;
+}
+
+/* The last row at or before `address` in [first, first + count), or NULL. */
+static __always_inline struct loupe_unwind_row *find_row(__u32 first, __u32 count, __u32 address)
+{
+	__u32 low = first, high = first + count;
+	struct loupe_unwind_row *row;
+
+	for (int step = 0; step < LOUPE_UNWIND_SEARCH_STEPS && low < high; step++) {
+		__u32 middle = low + (high - low) / 2;
+
+		row = bpf_map_lookup_elem(&unwind_rows, &middle);
+		if (!row)
+			return NULL;
+		if (row->address <= address)
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	if (low == first)
+		return NULL;
+	low -= 1;
+	return bpf_map_lookup_elem(&unwind_rows, &low);
+}
+
+static __always_inline bool read_user(__u64 *value, __u64 address)
+{
+	return bpf_probe_read_user(value, sizeof(*value), (const void *)address) == 0;
+}
+
+/* The caller's registers by the frame-pointer convention. */
+static __always_inline bool step_by_frame_pointer(struct unwind_walk *walk)
+{
+	__u64 bp = walk->bp;
+
+	if (bp < LOUPE_LOWEST_USER_ADDRESS || bp > LOUPE_HIGHEST_USER_ADDRESS)
+		return false;
+	if (!read_user(&walk->pc, bp + 8) || !read_user(&walk->bp, bp))
+		return false;
+	walk->sp = bp + 16;
+	walk->exact = false;
+	return true;
+}
+
+/* The caller's registers by the row covering pc; false stops the walk. */
+static __always_inline bool step_by_table(struct unwind_walk *walk)
+{
+	struct loupe_unwind_mapping *mapping = &walk->mapping;
+	struct loupe_unwind_row *row;
+	__u64 address = walk->pc - mapping->bias;
+	__u64 cfa;
+	__s64 rbp_offset;
+
+	/* A return address may be the first byte after a call to a function
+	 * that does not return: the call itself is one byte before. */
+	if (!walk->exact)
+		address -= 1;
+	if (address > 0xffffffffULL)
+		return false;
+	row = find_row(mapping->first_row, mapping->row_count, (__u32)address);
+	if (!row)
+		return false;
+	switch (row->kind) {
+	case LOUPE_UNWIND_CFA_RSP:
+		cfa = walk->sp + row->cfa_offset;
+		break;
+	case LOUPE_UNWIND_CFA_RBP:
+		cfa = walk->bp + row->cfa_offset;
+		break;
+	case LOUPE_UNWIND_PLT:
+		cfa = walk->sp + 8 + ((walk->pc & 15) >= 11 ? 8 : 0);
+		break;
+	case LOUPE_UNWIND_OUTERMOST:
+		walk->complete = true;
+		return false;
+	case LOUPE_UNWIND_SIGNAL:
+		cfa = walk->sp;
+		if (!read_user(&walk->bp, cfa + LOUPE_SIGFRAME_RBP) ||
+		    !read_user(&walk->sp, cfa + LOUPE_SIGFRAME_RSP) ||
+		    !read_user(&walk->pc, cfa + LOUPE_SIGFRAME_RIP))
+			return false;
+		walk->exact = true;
+		return true;
+	default:
+		return false;
+	}
+	rbp_offset = row->rbp_offset;
+	if (rbp_offset != 0 && !read_user(&walk->bp, cfa + rbp_offset))
+		return false;
+	if (!read_user(&walk->pc, cfa - 8))
+		return false;
+	walk->sp = cfa;
+	walk->exact = false;
+	return true;
+}
+
+static long unwind_step(__u64 index, void *context)
+{
+	struct unwind_walk *walk = context;
+	struct unwind_frames *out;
+	__u32 zero = 0;
+
+	if (walk->pc == 0) {
+		/* Threads and processes start with a null return address. */
+		walk->complete = true;
+		return 1;
+	}
+	if (walk->pc < LOUPE_LOWEST_USER_ADDRESS || walk->pc > LOUPE_HIGHEST_USER_ADDRESS ||
+	    !find_mapping(walk)) {
+		/* Not in an executable mapping we know: junk, or code mapped
+		 * since the tables were loaded. */
+		walk->flags |= LOUPE_STACK_UNWIND_STOPPED;
+		request_tables(walk->tgid);
+		return 1;
+	}
+	out = bpf_map_lookup_elem(&unwind_buffer, &zero);
+	if (!out)
+		return 1;
+	out->frames[walk->depth & LOUPE_MAX_STACK_DEPTH] =
+		walk->pc | (walk->exact && walk->depth > 0 ? LOUPE_FRAME_EXACT : 0);
+	walk->depth++;
+	if (walk->depth >= LOUPE_MAX_STACK_DEPTH)
+		return 1;
+	if (walk->mapping.row_count == 0 ? !step_by_frame_pointer(walk) : !step_by_table(walk)) {
+		if (!walk->complete)
+			walk->flags |= LOUPE_STACK_UNWIND_STOPPED;
+		return 1;
+	}
+	return 0;
+}
+
+/* Walks the current task's user stack from its saved user registers (the
+ * interrupted code for a sample taken in user mode, the system call's
+ * caller otherwise) into `frames`. Returns the depth; sets *flags. */
+static __always_inline __u32 unwind_user_stack(__u64 *frames, __u32 tgid, __u32 *flags,
+					       __u32 truncated)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct unwind_walk walk = {.tgid = tgid, .exact = true};
+	struct unwind_frames *out;
+	__u32 zero = 0;
+
+	walk.pc = regs->ip;
+	walk.sp = regs->sp;
+	walk.bp = regs->bp;
+	bpf_loop(LOUPE_MAX_STACK_DEPTH, unwind_step, &walk, 0);
+	*flags = walk.flags | LOUPE_STACK_CFI;
+	if (walk.depth >= LOUPE_MAX_STACK_DEPTH && !walk.complete)
+		count(truncated);
+	out = bpf_map_lookup_elem(&unwind_buffer, &zero);
+	if (!out || walk.depth == 0)
+		return 0;
+	walk.depth &= LOUPE_MAX_STACK_DEPTH;
+	if (bpf_probe_read_kernel(frames, walk.depth * sizeof(__u64), out->frames) != 0)
+		return 0;
+	return walk.depth;
+}
+
+/* Where a kernel stack taken inside a tracepoint starts: the tracer's own
+ * frames (the BPF program, bpf_trace_runN, the tracepoint's iterator; how
+ * many depends on the kernel) come before the first frame inside the traced
+ * function [own_start, own_end). Leaves `frames` as bpf_get_stack wrote them
+ * when that function is not among the first frames. */
+#define LOUPE_TRACER_FRAMES_MAX 8
+
+static __always_inline __u32 kernel_stack_from(void *ctx, __u64 *frames, __u64 own_start,
+					       __u64 own_end)
+{
+	const long room = LOUPE_MAX_STACK_DEPTH * sizeof(__u64);
+	struct unwind_frames *raw;
+	__u32 zero = 0, skip = 0, n;
+	long got;
+
+	raw = bpf_map_lookup_elem(&unwind_buffer, &zero);
+	if (!raw)
+		return 0;
+	got = bpf_get_stack(ctx, raw->frames, room, 0);
+	n = (got > 0 ? got / sizeof(__u64) : 0) & LOUPE_MAX_STACK_DEPTH;
+	for (__u32 i = 0; i < LOUPE_TRACER_FRAMES_MAX && i < n; i++) {
+		if (raw->frames[i] >= own_start && raw->frames[i] < own_end) {
+			skip = i;
+			break;
+		}
+	}
+	n = (n - skip) & LOUPE_MAX_STACK_DEPTH;
+	if (n == 0 || bpf_probe_read_kernel(frames, n * sizeof(__u64), &raw->frames[skip]) != 0)
+		return 0;
+	return n;
+}
+
+/* The current task's user then kernel stack into `frames` (room for
+ * 2 * LOUPE_MAX_STACK_DEPTH): from unwind tables where the process has
+ * them, else by frame pointers (and the tables are asked for). A kernel
+ * stack taken in a tracepoint starts in the traced function [own_start,
+ * own_end) when that is given (not 0). */
+static __always_inline void capture_stacks(void *ctx, __u64 *frames, __u16 *user_depth,
+					   __u16 *kernel_depth, __u32 *stack_flags,
+					   __u32 truncated, bool user_stack, bool kernel_stack,
+					   __u64 own_start, __u64 own_end)
+{
+	const long room = LOUPE_MAX_STACK_DEPTH * sizeof(__u64);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 user = 0;
+	long n;
+
+	*stack_flags = 0;
+	if (user_stack) {
+		if (cfg_unwind_tables && bpf_map_lookup_elem(&unwind_processes, &tgid)) {
+			user = unwind_user_stack(frames, tgid, stack_flags, truncated);
+		} else {
+			if (cfg_unwind_tables)
+				request_tables(tgid);
+			n = bpf_get_stack(ctx, frames, room, BPF_F_USER_STACK);
+			user = n > 0 ? n / sizeof(__u64) : 0;
+			if (user == LOUPE_MAX_STACK_DEPTH)
+				count(truncated);
+		}
+	}
+	/* The mask is for the verifier: the kernel stack's offset stays inside
+	 * the buffer. */
+	user &= LOUPE_MAX_STACK_DEPTH;
+	__u32 kernel = 0;
+
+	if (kernel_stack && own_end != 0) {
+		kernel = kernel_stack_from(ctx, &frames[user], own_start, own_end);
+	} else if (kernel_stack) {
+		n = bpf_get_stack(ctx, &frames[user], room, 0);
+		kernel = n > 0 ? n / sizeof(__u64) : 0;
+	}
+	kernel &= LOUPE_MAX_STACK_DEPTH;
+
+	if (kernel == LOUPE_MAX_STACK_DEPTH)
+		count(truncated);
+	*user_depth = user;
+	*kernel_depth = kernel;
+}
+
+#endif /* LOUPE_BPF_INCLUDE_UNWIND_BPF_H_ */

@@ -1,0 +1,286 @@
+#include "daemon/bpf/unwind_maps.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fmt/format.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "daemon/base/proc_root.h"
+#include "daemon/base/scoped_fd.h"
+#include "daemon/symbols/object_file.h"
+#include "daemon/symbols/unwind_table.h"
+
+namespace loupe::bpf {
+namespace {
+
+// Room for the tables of files that targets map after attach (dlopen, exec
+// of another program, children), on top of twice what attach needed.
+constexpr uint32_t kSpareRows = 1 << 16;
+constexpr uint32_t kMaxRows = 1 << 23;  // bpf/include/unwind.bpf.h searches 23 steps
+// A process that keeps asking (a stack through junk, code mapped and
+// unmapped) is reloaded at most this often.
+constexpr uint64_t kReloadIntervalNs = 1'000'000'000;
+constexpr uint64_t kSweepIntervalNs = 1'000'000'000;
+constexpr uint64_t kHighestUserAddress = 0x00007fffffffffff;  // [vsyscall] is above
+
+std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> ExecutableLoads(int fd) {
+  std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> loads;
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  size_t count = 0;
+  if (elf != nullptr && elf_getphdrnum(elf, &count) == 0) {
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Phdr segment;
+      if (gelf_getphdr(elf, static_cast<int>(i), &segment) != nullptr &&
+          segment.p_type == PT_LOAD && (segment.p_flags & PF_X) != 0) {
+        loads.emplace_back(segment.p_offset, segment.p_vaddr, segment.p_filesz);
+      }
+    }
+  }
+  if (elf != nullptr) elf_end(elf);
+  return loads;
+}
+
+std::optional<loupe_unwind_row> ToRow(const symbols::UnwindRow& row) {
+  if (row.address > UINT32_MAX || row.rbp_offset < INT16_MIN || row.rbp_offset > INT16_MAX) {
+    return std::nullopt;
+  }
+  loupe_unwind_row out{};
+  out.address = static_cast<uint32_t>(row.address);
+  out.kind = static_cast<uint8_t>(row.kind);
+  out.rbp_offset = static_cast<int16_t>(row.rbp_offset);
+  out.cfa_offset = row.cfa_offset;
+  return out;
+}
+
+// [start, end) as the fewest aligned power-of-two blocks, each one LPM key.
+std::vector<loupe_unwind_key> KeysFor(uint32_t tgid, uint64_t start, uint64_t end) {
+  std::vector<loupe_unwind_key> keys;
+  while (start < end) {
+    uint64_t block = start == 0 ? uint64_t{1} << 63 : start & -start;
+    while (block > end - start) block >>= 1;
+    loupe_unwind_key key{};
+    key.prefixlen = 32 + 64 - std::countr_zero(block);
+    key.tgid = tgid;
+    const uint64_t big_endian = __builtin_bswap64(start);
+    std::memcpy(key.address, &big_endian, sizeof big_endian);
+    keys.push_back(key);
+    start += block;
+  }
+  return keys;
+}
+
+bool HasTable(const symbols::Mapping& mapping) {
+  return mapping.executable && (mapping.is_file() || mapping.path == "[vdso]");
+}
+
+// The vDSO is the kernel's, the same image in every 64-bit process: ours,
+// copied into a memory file, stands for the targets'.
+absl::StatusOr<ScopedFd> OwnVdso() {
+  const uint64_t base = getauxval(AT_SYSINFO_EHDR);
+  absl::StatusOr<std::vector<symbols::Mapping>> mine = symbols::ReadProcMaps(getpid());
+  if (base == 0 || !mine.ok()) return absl::NotFoundError("no vDSO");
+  const symbols::Mapping* vdso = symbols::FindMapping(*mine, base);
+  if (vdso == nullptr || vdso->path != "[vdso]") return absl::NotFoundError("no vDSO");
+  ScopedFd file(memfd_create("vdso", MFD_CLOEXEC));
+  const size_t size = vdso->end - vdso->start;
+  if (!file.valid() ||
+      write(file.get(), reinterpret_cast<const void*>(base), size) != static_cast<ssize_t>(size)) {
+    return absl::InternalError(fmt::format("copy of the vDSO: {}", std::strerror(errno)));
+  }
+  return file;
+}
+
+absl::StatusOr<ScopedFd> OpenForTable(uint32_t pid, const symbols::Mapping& mapping) {
+  if (mapping.path == "[vdso]") return OwnVdso();
+  absl::StatusOr<symbols::ObjectFile> object = symbols::OpenObject(pid, mapping);
+  if (!object.ok()) return object.status();
+  return std::move(object->fd);
+}
+
+}  // namespace
+
+UnwindMaps::FileTable& UnwindMaps::TableFor(uint32_t pid, const symbols::Mapping& mapping) {
+  const FileKey key{mapping.device, mapping.inode};
+  auto known = files_.find(key);
+  if (known != files_.end()) return known->second;
+  FileTable& table = files_[key];
+  absl::StatusOr<ScopedFd> fd = OpenForTable(pid, mapping);
+  if (!fd.ok()) {
+    notes_.push_back(fmt::format("{}: frame pointers only: {}", mapping.path,
+                                 std::string(fd.status().message())));
+    return table;
+  }
+  absl::StatusOr<symbols::UnwindTable> compiled = symbols::CompileUnwindTable(fd->get());
+  if (!compiled.ok()) {
+    notes_.push_back(fmt::format("{}: frame pointers only: {}", mapping.path,
+                                 std::string(compiled.status().message())));
+    return table;
+  }
+  for (const auto& [offset, vaddr, size] : ExecutableLoads(fd->get())) {
+    table.loads.push_back({offset, vaddr, size});
+  }
+  table.rows.reserve(compiled->rows.size());
+  for (const symbols::UnwindRow& row : compiled->rows) {
+    std::optional<loupe_unwind_row> converted = ToRow(row);
+    if (!converted) {
+      notes_.push_back(fmt::format("{}: frame pointers only: addresses past 4 GiB", mapping.path));
+      table.rows.clear();
+      break;
+    }
+    table.rows.push_back(*converted);
+  }
+  return table;
+}
+
+void UnwindMaps::Prepare(const std::vector<uint32_t>& tgids) {
+  for (uint32_t tgid : tgids) {
+    absl::StatusOr<std::vector<symbols::Mapping>> mappings = symbols::ReadProcMaps(tgid);
+    if (!mappings.ok()) continue;
+    for (const symbols::Mapping& mapping : *mappings) {
+      if (HasTable(mapping)) TableFor(tgid, mapping);
+    }
+  }
+}
+
+uint32_t UnwindMaps::rows_to_reserve() const {
+  uint64_t rows = 0;
+  for (const auto& [key, table] : files_) rows += table.rows.size();
+  return static_cast<uint32_t>(std::min<uint64_t>(2 * rows + kSpareRows, kMaxRows));
+}
+
+bool UnwindMaps::Upload(FileTable& table) {
+  if (table.uploaded) return table.row_count > 0;
+  table.uploaded = true;
+  const uint32_t count = static_cast<uint32_t>(table.rows.size());
+  if (count == 0) {
+    ++stats_.files_without;
+    return false;
+  }
+  if (stats_.rows + count > stats_.capacity) {
+    notes_.push_back(fmt::format(
+        "unwind tables full ({} of {} rows): a file of {} rows is walked by frame pointers",
+        stats_.rows, stats_.capacity, count));
+    ++stats_.files_without;
+    table.rows = {};
+    return false;
+  }
+  const uint32_t first = static_cast<uint32_t>(stats_.rows);
+  std::vector<uint32_t> keys(count);
+  for (uint32_t i = 0; i < count; ++i) keys[i] = first + i;
+  uint32_t done = count;
+  if (bpf_map_update_batch(bpf_map__fd(maps_.rows), keys.data(), table.rows.data(), &done,
+                           nullptr) != 0) {
+    notes_.push_back(fmt::format("unwind tables: loading {} rows failed: {}", count,
+                                 std::strerror(errno)));
+    ++stats_.files_without;
+    table.rows = {};
+    return false;
+  }
+  table.first_row = first;
+  table.row_count = count;
+  table.rows = {};
+  stats_.rows += count;
+  ++stats_.files;
+  return true;
+}
+
+void UnwindMaps::ForgetProcess(uint32_t tgid) {
+  auto known = processes_.find(tgid);
+  if (known == processes_.end()) return;
+  for (const loupe_unwind_key& key : known->second.keys) {
+    bpf_map__delete_elem(maps_.mappings, &key, sizeof key, 0);
+  }
+  bpf_map__delete_elem(maps_.processes, &tgid, sizeof tgid, 0);
+  processes_.erase(known);
+  --stats_.processes;
+}
+
+void UnwindMaps::LoadProcess(uint32_t tgid, uint64_t now_ns) {
+  ForgetProcess(tgid);
+  absl::StatusOr<std::vector<symbols::Mapping>> mappings = symbols::ReadProcMaps(tgid);
+  if (!mappings.ok()) return;  // gone
+  Process& process = processes_[tgid];
+  process.loaded_ns = now_ns;
+  ++stats_.processes;
+  ++stats_.loads;
+  for (const symbols::Mapping& mapping : *mappings) {
+    if (!mapping.executable || mapping.start >= kHighestUserAddress) continue;
+    loupe_unwind_mapping value{};
+    value.start = mapping.start;
+    value.end = mapping.end;
+    if (HasTable(mapping)) {
+      FileTable& table = TableFor(tgid, mapping);
+      const uint64_t length = mapping.end - mapping.start;
+      for (const FileTable::Load& load : table.loads) {
+        if (load.offset < mapping.offset + length && mapping.offset < load.offset + load.size) {
+          value.bias = mapping.start - mapping.offset + load.offset - load.vaddr;
+          if (Upload(table)) {
+            value.first_row = table.first_row;
+            value.row_count = table.row_count;
+          }
+          break;
+        }
+      }
+    }
+    for (const loupe_unwind_key& key : KeysFor(tgid, mapping.start, mapping.end)) {
+      if (bpf_map__update_elem(maps_.mappings, &key, sizeof key, &value, sizeof value, BPF_ANY) ==
+          0) {
+        process.keys.push_back(key);
+      }
+    }
+  }
+  const uint8_t yes = 1;
+  bpf_map__update_elem(maps_.processes, &tgid, sizeof tgid, &yes, sizeof yes, BPF_ANY);
+}
+
+absl::Status UnwindMaps::Start(const Maps& maps, const std::vector<uint32_t>& tgids) {
+  maps_ = maps;
+  stats_.capacity = bpf_map__max_entries(maps.rows);
+  for (uint32_t tgid : tgids) LoadProcess(tgid, 0);
+  return absl::OkStatus();
+}
+
+void UnwindMaps::Poll(uint64_t now_ns) {
+  std::vector<uint32_t> asked;
+  uint32_t key = 0;
+  const int fd = bpf_map__fd(maps_.refresh);
+  for (uint32_t* previous = nullptr; asked.size() < 256; previous = &asked.back()) {
+    if (bpf_map_get_next_key(fd, previous, &key) != 0) break;
+    asked.push_back(key);
+  }
+  for (uint32_t tgid : asked) {
+    bpf_map_delete_elem(fd, &tgid);
+    uint8_t loaded = 0;
+    auto known = processes_.find(tgid);
+    const bool current = bpf_map__lookup_elem(maps_.processes, &tgid, sizeof tgid, &loaded,
+                                              sizeof loaded, 0) == 0;
+    if (current && known != processes_.end() &&
+        now_ns < known->second.loaded_ns + kReloadIntervalNs) {
+      continue;
+    }
+    LoadProcess(tgid, now_ns);
+  }
+  if (now_ns >= last_sweep_ns_ + kSweepIntervalNs) {
+    last_sweep_ns_ = now_ns;
+    std::vector<uint32_t> gone;
+    for (const auto& [tgid, process] : processes_) {
+      if (access(ProcPath(tgid).c_str(), F_OK) != 0) gone.push_back(tgid);
+    }
+    for (uint32_t tgid : gone) ForgetProcess(tgid);
+  }
+}
+
+std::vector<std::string> UnwindMaps::TakeNotes() { return std::exchange(notes_, {}); }
+
+}  // namespace loupe::bpf
