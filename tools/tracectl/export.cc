@@ -5,7 +5,11 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/base/status_util.h"
 #include "daemon/format/record_json.h"
 #include "daemon/format/trace_reader.h"
@@ -55,9 +59,12 @@ absl::Status ExportJson(format::TraceReader& trace, const std::string& path) {
 }
 
 // One line per stack, process first and leaf last: "app;main;work;leaf 42".
-// Kernel frames end in "_[k]", as perf's collapsers write them.
+// Kernel frames end in "_[k]", as perf's collapsers write them. Stacks that
+// differ only in addresses (other call sites in the same functions) read
+// the same and are one line, in the order first met.
 absl::Status ExportFolded(const StackProfile& profile, bool off_cpu, const std::string& path) {
-  Output output(path);
+  std::vector<std::pair<std::string, uint64_t>> lines;
+  absl::flat_hash_map<std::string, size_t> line_of;
   for (uint32_t id = 1; id <= profile.stack_count(); ++id) {
     const StackTotals& totals = profile.totals(id);
     const uint64_t value = off_cpu ? totals.off_cpu_ns / 1000 : totals.samples;
@@ -69,8 +76,12 @@ absl::Status ExportFolded(const StackProfile& profile, bool off_cpu, const std::
       for (char c : frame->function) line += c == ';' ? ':' : c;
       if (frame->kernel) line += "_[k]";
     }
-    output.stream() << line << ' ' << value << '\n';
+    auto [at, added] = line_of.try_emplace(line, lines.size());
+    if (added) lines.emplace_back(std::move(line), 0);
+    lines[at->second].second += value;
   }
+  Output output(path);
+  for (const auto& [line, value] : lines) output.stream() << line << ' ' << value << '\n';
   return output.Close(path);
 }
 
