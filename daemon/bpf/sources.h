@@ -71,6 +71,7 @@ class Sources {
   // Which kernel paths were taken ("sched_tracepoints" -> "tp_btf", ...).
   const std::map<std::string, std::string>& features() const { return features_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
+  std::vector<std::string> TakeLateWarnings() { return unwind_.TakeNotes(); }
   size_t probe_sites() const;  // uprobes attached
   // Stops new events; what is in the ring can still be drained.
   void Detach();

@@ -63,8 +63,9 @@ std::optional<loupe_unwind_row> ToRow(const symbols::UnwindRow& row) {
   return out;
 }
 
-// [start, end) as the fewest aligned power-of-two blocks, each one LPM key.
-std::vector<loupe_unwind_key> KeysFor(uint32_t tgid, uint64_t start, uint64_t end) {
+}  // namespace
+
+std::vector<loupe_unwind_key> UnwindKeys(uint32_t tgid, uint64_t start, uint64_t end) {
   std::vector<loupe_unwind_key> keys;
   while (start < end) {
     uint64_t block = start == 0 ? uint64_t{1} << 63 : start & -start;
@@ -79,6 +80,8 @@ std::vector<loupe_unwind_key> KeysFor(uint32_t tgid, uint64_t start, uint64_t en
   }
   return keys;
 }
+
+namespace {
 
 bool HasTable(const symbols::Mapping& mapping) {
   return mapping.executable && (mapping.is_file() || mapping.path == "[vdso]");
@@ -233,7 +236,7 @@ void UnwindMaps::LoadProcess(uint32_t tgid, uint64_t now_ns) {
         }
       }
     }
-    for (const loupe_unwind_key& key : KeysFor(tgid, mapping.start, mapping.end)) {
+    for (const loupe_unwind_key& key : UnwindKeys(tgid, mapping.start, mapping.end)) {
       if (bpf_map__update_elem(maps_.mappings, &key, sizeof key, &value, sizeof value, BPF_ANY) ==
           0) {
         process.keys.push_back(key);

@@ -21,6 +21,10 @@ struct bpf_map;
 
 namespace loupe::bpf {
 
+// [start, end) of `tgid` as the fewest aligned power-of-two blocks, each
+// one key of the LPM trie (at most two per address bit).
+std::vector<loupe_unwind_key> UnwindKeys(uint32_t tgid, uint64_t start, uint64_t end);
+
 class UnwindMaps {
  public:
   struct Maps {

@@ -22,6 +22,7 @@ class BpfRecordSource final : public RecordSource {
     return sources_->features();
   }
   const std::vector<std::string>& warnings() const override { return sources_->warnings(); }
+  std::vector<std::string> TakeLateWarnings() override { return sources_->TakeLateWarnings(); }
   size_t probe_sites() const override { return sources_->probe_sites(); }
 
  private:

@@ -31,6 +31,9 @@ class RecordSource {
   // Which kernel paths were taken, for the segment header.
   virtual const std::map<std::string, std::string>& features() const = 0;
   virtual const std::vector<std::string>& warnings() const = 0;
+  // Warnings that arose while tracing (e.g. a library mapped later that is
+  // walked by frame pointers), each handed out once.
+  virtual std::vector<std::string> TakeLateWarnings() { return {}; }
   virtual size_t probe_sites() const = 0;
 };
 

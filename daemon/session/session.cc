@@ -226,6 +226,12 @@ void Session::Cycle(bool final) {
     }
   }
   pipeline_->Cycle(drained_at, counters, final, MonotonicNow());
+  std::vector<std::string> late = source_->TakeLateWarnings();
+  for (const std::string& warning : late) log_->warn("session {}: {}", stats_.id, warning);
+  if (!late.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.warnings.insert(stats_.warnings.end(), late.begin(), late.end());
+  }
   PublishStats();
 }
 
