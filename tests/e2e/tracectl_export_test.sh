@@ -21,10 +21,12 @@ mkfifo "$work/in"
 app_pid=$!
 exec 3> "$work/in"
 until grep -q ready "$work/app.out"; do sleep 0.05; done
-"$tracectl" attach "$app_pid" --duration 2s --hz 999 --output "$work/trace" -q \
+"$tracectl" attach "$app_pid" --duration 2s --hz 999 --output "$work/trace" \
   > "$work/attach.out" 2>&1 &
 tracer=$!
-sleep 0.5
+# The work starts once tracing has: attach's own start-up time varies with
+# the machine's load.
+for _ in $(seq 400); do grep -q "tracing pids" "$work/attach.out" && break; sleep 0.05; done
 echo go >&3
 wait "$tracer" || fail "attach: $(cat "$work/attach.out")"
 exec 3>&-

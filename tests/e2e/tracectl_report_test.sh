@@ -17,9 +17,11 @@ mkfifo "$work/in"
 app_pid=$!
 exec 3> "$work/in"
 until grep -q ready "$work/app.out"; do sleep 0.05; done
-"$tracectl" attach "$app_pid" --duration 1500ms --output "$work/trace" -q > "$work/attach.out" 2>&1 &
+"$tracectl" attach "$app_pid" --duration 1500ms --output "$work/trace" > "$work/attach.out" 2>&1 &
 tracer=$!
-sleep 0.5
+# The work starts once tracing has: attach's own start-up time varies with
+# the machine's load.
+for _ in $(seq 400); do grep -q "tracing pids" "$work/attach.out" && break; sleep 0.05; done
 echo go >&3
 set +e
 wait "$tracer"
