@@ -109,6 +109,9 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
                      "Bytes kept of a USDT (str argN) argument, 16 .. 4096 (default 256, or "
                      "louped's); longer strings are cut and counted as cut");
   attach->add_option("--session-id", options.session_id, "Name of the session's files");
+  attach->add_option("--ring-capture", options.ring_capture,
+                     "Embedded mode only: also keep the ring bytes drained, to replay them "
+                     "(tests/bench/pipeline_bench)");
   attach->add_flag("-q,--quiet", options.quiet, "No live progress");
   attach->add_flag("--detach,--detached", options.detached,
                    "Through louped only: start the session and return; it runs until "
@@ -234,6 +237,7 @@ int AttachEmbedded(const AttachOptions& attach, v1::AttachRequest request) {
   absl::StatusOr<session::SessionOptions> options =
       control::BuildSessionOptions(control::EmbeddedDefaults(), request, caller);
   if (!options.ok()) return Fail(options.status());
+  options->ring_capture_path = attach.ring_capture;
   const char* debuginfod = getenv("LOUPE_DEBUGINFOD_URLS");
   symbols::ConfigureDebuginfod(debuginfod != nullptr ? debuginfod : "");
   auto log = spdlog::stderr_color_mt("tracectl");
@@ -281,7 +285,14 @@ int RunAttach(const AttachOptions& attach) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   absl::StatusOr<std::unique_ptr<DaemonClient>> daemon = DaemonClient::Connect(attach.socket);
   if (!daemon.ok()) return Fail(daemon.status());
-  if (*daemon != nullptr) return AttachThroughDaemon(**daemon, attach, *std::move(request));
+  if (*daemon != nullptr) {
+    if (!attach.ring_capture.empty()) {
+      // louped would write the file with its own rights, not the caller's.
+      return Fail(absl::FailedPreconditionError(fmt::format(
+          "--ring-capture is for embedded mode only, and louped answers on {}", attach.socket)));
+    }
+    return AttachThroughDaemon(**daemon, attach, *std::move(request));
+  }
   return AttachEmbedded(attach, *std::move(request));
 }
 

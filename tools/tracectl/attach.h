@@ -30,6 +30,7 @@ struct AttachOptions {
   uint32_t string_cap = 0;        // 0: the default (256 bytes, or louped's)
   std::string session_id;
   bool quiet = false;
+  std::string ring_capture;  // embedded mode: keep the drained ring bytes here
   bool detached = false;  // louped keeps the session after tracectl returns
   bool output_given = false;
   std::string socket;  // louped's control socket
