@@ -31,14 +31,28 @@ class ReorderBuffer {
   void Flush(const Sink& sink) { ReleaseUntil(UINT64_MAX, sink); }
 
   uint64_t late() const { return late_; }
-  size_t size() const { return pending_.size(); }
+  size_t size() const { return order_.size(); }
 
  private:
+  // The heap holds these, not the events: an event is several hundred
+  // bytes, moved once into its slot rather than at every heap step.
+  struct Pending {
+    uint64_t time_ns;
+    uint64_t sequence;  // equal times leave in arrival order
+    uint32_t slot;
+  };
+  // Later first, so the heap's front is the oldest event.
+  static bool Later(const Pending& a, const Pending& b) {
+    return a.time_ns != b.time_ns ? a.time_ns > b.time_ns : a.sequence > b.sequence;
+  }
   void ReleaseUntil(uint64_t limit, const Sink& sink);
 
   uint64_t window_ns_;
   size_t max_;
-  std::vector<OwnedEvent> pending_;  // a min-heap on time
+  std::vector<OwnedEvent> slots_;
+  std::vector<uint32_t> free_slots_;
+  std::vector<Pending> order_;  // a min-heap on (time, sequence)
+  uint64_t sequence_ = 0;
   uint64_t newest_ = 0;
   uint64_t released_until_ = 0;  // time of the last event released
   uint64_t late_ = 0;
