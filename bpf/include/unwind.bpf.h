@@ -3,9 +3,11 @@
  * program here finds, frame after frame, the mapping of the address, the row
  * that covers it, and from the row the caller's pc, sp and rbp. Code built
  * without frame pointers (Debian's libc, -O2 leaf functions) unwinds; a
- * frame-pointer walk reads junk there. Mappings without a table (JIT code)
- * are walked with frame pointers. A process without tables yet (a child
- * just forked, an exec) is walked with bpf_get_stack and asks for tables. */
+ * frame-pointer walk reads junk there. Code no table covers (JIT code, V8's
+ * builtins inside node's text) is stepped over by frame pointers, and the
+ * frame it leads to must again lie in an executable mapping. A process
+ * without tables yet (a child just forked, an exec) keeps its leaf only,
+ * marked cut, and asks for tables. */
 #ifndef LOUPE_BPF_INCLUDE_UNWIND_BPF_H_
 #define LOUPE_BPF_INCLUDE_UNWIND_BPF_H_
 
@@ -75,6 +77,10 @@ struct unwind_walk {
 	__u64 pc;
 	__u64 sp;
 	__u64 bp;
+	/* Every general register by DWARF number, as the leaf had them: a CFA
+	 * from rax..r15 (ld.so's lazy binding, OpenSSL's assembly) can be
+	 * followed there, nowhere else. */
+	__u64 leaf_regs[16];
 	__u32 tgid;
 	__u32 depth;
 	__u32 flags;    /* enum loupe_stack_flag */
@@ -136,11 +142,16 @@ static __always_inline bool read_user(__u64 *value, __u64 address)
 	return bpf_probe_read_user(value, sizeof(*value), (const void *)address) == 0;
 }
 
-/* The caller's registers by the frame-pointer convention. */
+/* The caller's registers by the frame-pointer convention. A null rbp is
+ * where the outermost frame leaves it. */
 static __always_inline bool step_by_frame_pointer(struct unwind_walk *walk)
 {
 	__u64 bp = walk->bp;
 
+	if (bp == 0) {
+		walk->complete = true;
+		return false;
+	}
 	if (bp < LOUPE_LOWEST_USER_ADDRESS || bp > LOUPE_HIGHEST_USER_ADDRESS)
 		return false;
 	if (!read_user(&walk->pc, bp + 8) || !read_user(&walk->bp, bp))
@@ -166,8 +177,8 @@ static __always_inline bool step_by_table(struct unwind_walk *walk)
 	if (address > 0xffffffffULL)
 		return false;
 	row = find_row(mapping->first_row, mapping->row_count, (__u32)address);
-	if (!row)
-		return false;
+	if (!row || row->kind == LOUPE_UNWIND_NONE)
+		return step_by_frame_pointer(walk);
 	switch (row->kind) {
 	case LOUPE_UNWIND_CFA_RSP:
 		cfa = walk->sp + row->cfa_offset;
@@ -177,6 +188,11 @@ static __always_inline bool step_by_table(struct unwind_walk *walk)
 		break;
 	case LOUPE_UNWIND_PLT:
 		cfa = walk->sp + 8 + ((walk->pc & 15) >= 11 ? 8 : 0);
+		break;
+	case LOUPE_UNWIND_CFA_REG:
+		if (walk->depth != 1)
+			return false;
+		cfa = walk->leaf_regs[row->cfa_register & 15] + row->cfa_offset;
 		break;
 	case LOUPE_UNWIND_OUTERMOST:
 		walk->complete = true;
@@ -213,17 +229,25 @@ static long unwind_step(__u64 index, void *context)
 		walk->complete = true;
 		return 1;
 	}
-	if (walk->pc < LOUPE_LOWEST_USER_ADDRESS || walk->pc > LOUPE_HIGHEST_USER_ADDRESS ||
-	    !find_mapping(walk)) {
-		/* Not in an executable mapping we know: junk, or code mapped
-		 * since the tables were loaded. */
+	if (walk->pc < LOUPE_LOWEST_USER_ADDRESS || walk->pc > LOUPE_HIGHEST_USER_ADDRESS) {
 		walk->flags |= LOUPE_STACK_UNWIND_STOPPED;
-		request_tables(walk->tgid);
 		return 1;
 	}
 	out = bpf_map_lookup_elem(&unwind_buffer, &zero);
 	if (!out)
 		return 1;
+	if (!find_mapping(walk)) {
+		/* Not in an executable mapping we know: code mapped since the
+		 * tables were loaded (the leaf, which is where the thread really
+		 * is, is kept), or junk a step read. */
+		if (walk->depth == 0) {
+			out->frames[0] = walk->pc;
+			walk->depth = 1;
+		}
+		walk->flags |= LOUPE_STACK_UNWIND_STOPPED;
+		request_tables(walk->tgid);
+		return 1;
+	}
 	out->frames[walk->depth & LOUPE_MAX_STACK_DEPTH] =
 		walk->pc | (walk->exact && walk->depth > 0 ? LOUPE_FRAME_EXACT : 0);
 	walk->depth++;
@@ -252,6 +276,22 @@ static __always_inline __u32 unwind_user_stack(__u64 *frames, __u32 tgid, __u32 
 	walk.pc = regs->ip;
 	walk.sp = regs->sp;
 	walk.bp = regs->bp;
+	walk.leaf_regs[0] = regs->ax;
+	walk.leaf_regs[1] = regs->dx;
+	walk.leaf_regs[2] = regs->cx;
+	walk.leaf_regs[3] = regs->bx;
+	walk.leaf_regs[4] = regs->si;
+	walk.leaf_regs[5] = regs->di;
+	walk.leaf_regs[6] = regs->bp;
+	walk.leaf_regs[7] = regs->sp;
+	walk.leaf_regs[8] = regs->r8;
+	walk.leaf_regs[9] = regs->r9;
+	walk.leaf_regs[10] = regs->r10;
+	walk.leaf_regs[11] = regs->r11;
+	walk.leaf_regs[12] = regs->r12;
+	walk.leaf_regs[13] = regs->r13;
+	walk.leaf_regs[14] = regs->r14;
+	walk.leaf_regs[15] = regs->r15;
 	bpf_loop(LOUPE_MAX_STACK_DEPTH, unwind_step, &walk, 0);
 	*flags = walk.flags | LOUPE_STACK_CFI;
 	if (walk.depth >= LOUPE_MAX_STACK_DEPTH && !walk.complete)
@@ -297,9 +337,25 @@ static __always_inline __u32 kernel_stack_from(void *ctx, __u64 *frames, __u64 o
 	return n;
 }
 
+/* The leaf alone, while louped loads the process's tables: a frame-pointer
+ * walk would read junk through code without frame pointers, or skip
+ * callers unseen. */
+static __always_inline __u32 leaf_until_tables(__u64 *frames, __u32 tgid, __u32 *flags)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 pc = regs->ip;
+
+	request_tables(tgid);
+	*flags = LOUPE_STACK_CFI | LOUPE_STACK_UNWIND_STOPPED;
+	if (pc < LOUPE_LOWEST_USER_ADDRESS || pc > LOUPE_HIGHEST_USER_ADDRESS)
+		return 0;
+	frames[0] = pc;
+	return 1;
+}
+
 /* The current task's user then kernel stack into `frames` (room for
- * 2 * LOUPE_MAX_STACK_DEPTH): from unwind tables where the process has
- * them, else by frame pointers (and the tables are asked for). A kernel
+ * 2 * LOUPE_MAX_STACK_DEPTH): from unwind tables (the leaf only while the
+ * process has none yet), or by frame pointers (--unwind=fp). A kernel
  * stack taken in a tracepoint starts in the traced function [own_start,
  * own_end) when that is given (not 0). */
 static __always_inline void capture_stacks(void *ctx, __u64 *frames, __u16 *user_depth,
@@ -316,9 +372,9 @@ static __always_inline void capture_stacks(void *ctx, __u64 *frames, __u16 *user
 	if (user_stack) {
 		if (cfg_unwind_tables && bpf_map_lookup_elem(&unwind_processes, &tgid)) {
 			user = unwind_user_stack(frames, tgid, stack_flags, truncated);
+		} else if (cfg_unwind_tables) {
+			user = leaf_until_tables(frames, tgid, stack_flags);
 		} else {
-			if (cfg_unwind_tables)
-				request_tables(tgid);
 			n = bpf_get_stack(ctx, frames, room, BPF_F_USER_STACK);
 			user = n > 0 ? n / sizeof(__u64) : 0;
 			if (user == LOUPE_MAX_STACK_DEPTH)

@@ -252,12 +252,14 @@ struct loupe_uprobe_event {
 /* Unwind tables (daemon/bpf/unwind_maps.h fills them from the CFI of the
  * targets' files; bpf/include/unwind.bpf.h walks them). */
 enum loupe_unwind_kind {
-	LOUPE_UNWIND_NONE = 0,      /* no rule: the walk stops */
+	LOUPE_UNWIND_NONE = 0,      /* no FDE covers it: frame pointers are tried */
 	LOUPE_UNWIND_CFA_RSP = 1,   /* CFA = rsp + cfa_offset */
 	LOUPE_UNWIND_CFA_RBP = 2,   /* CFA = rbp + cfa_offset */
 	LOUPE_UNWIND_OUTERMOST = 3, /* the bottom of the stack */
 	LOUPE_UNWIND_SIGNAL = 4,    /* signal trampoline: registers in the ucontext at rsp */
 	LOUPE_UNWIND_PLT = 5,       /* CFA = rsp + 8, + 8 more from byte 11 of a 16-byte stub */
+	LOUPE_UNWIND_CFA_REG = 6,   /* CFA = cfa_register + cfa_offset: known at the leaf only */
+	LOUPE_UNWIND_UNSUPPORTED = 7, /* a rule not followed here: the walk stops */
 };
 
 /* The rule from `address` (an ELF virtual address of the file) to the next
@@ -265,7 +267,7 @@ enum loupe_unwind_kind {
 struct loupe_unwind_row {
 	__u32 address;
 	__u8 kind; /* enum loupe_unwind_kind */
-	__u8 pad;
+	__u8 cfa_register; /* DWARF number, for LOUPE_UNWIND_CFA_REG */
 	__s16 rbp_offset; /* rbp saved at CFA + rbp_offset; 0: unchanged */
 	__s32 cfa_offset;
 };

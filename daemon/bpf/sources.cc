@@ -160,7 +160,7 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
     }
   }
   bpf_map__set_max_entries((*sched)->maps.unwind_rows,
-                           unwind_tables_ ? unwind_.rows_to_reserve() : 1);
+                           unwind_tables_ ? unwind_.rows_to_reserve(options.follow_children) : 1);
   bpf_map__set_max_entries((*sched)->maps.events, options.ring_bytes);
   bpf_map__set_max_entries((*sched)->maps.runnable_targets, libbpf_num_possible_cpus());
   bpf_program* program;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/hash/hash.h"
 #include "daemon/base/proc_root.h"
 #include "daemon/base/scoped_fd.h"
 #include "daemon/symbols/object_file.h"
@@ -24,12 +25,17 @@ namespace loupe::bpf {
 namespace {
 
 // Room for the tables of files that targets map after attach (dlopen, exec
-// of another program, children), on top of twice what attach needed.
+// of another program, children), on top of twice what attach needed; more
+// when children are followed, as they may exec programs of any size (cc1:
+// 480 k rows). 16 bytes of kernel memory each.
 constexpr uint32_t kSpareRows = 1 << 16;
+constexpr uint32_t kSpareRowsForChildren = 1 << 20;
 constexpr uint32_t kMaxRows = 1 << 23;  // bpf/include/unwind.bpf.h searches 23 steps
 // A process that keeps asking (a stack through junk, code mapped and
-// unmapped) is reloaded at most this often.
-constexpr uint64_t kReloadIntervalNs = 1'000'000'000;
+// unmapped) is reloaded at most this often; its request waits meanwhile.
+constexpr uint64_t kReloadIntervalNs = 100'000'000;
+// How often every process's mappings are compared with those loaded: a
+// library unmapped and another mapped at the same place asks for nothing.
 constexpr uint64_t kSweepIntervalNs = 1'000'000'000;
 constexpr uint64_t kHighestUserAddress = 0x00007fffffffffff;  // [vsyscall] is above
 
@@ -51,6 +57,17 @@ std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> ExecutableLoads(int fd) {
   return loads;
 }
 
+// The compiler's kinds are the BPF walker's, number for number.
+using symbols::UnwindKind;
+static_assert(static_cast<int>(UnwindKind::kNone) == LOUPE_UNWIND_NONE);
+static_assert(static_cast<int>(UnwindKind::kCfaRsp) == LOUPE_UNWIND_CFA_RSP);
+static_assert(static_cast<int>(UnwindKind::kCfaRbp) == LOUPE_UNWIND_CFA_RBP);
+static_assert(static_cast<int>(UnwindKind::kOutermost) == LOUPE_UNWIND_OUTERMOST);
+static_assert(static_cast<int>(UnwindKind::kSignal) == LOUPE_UNWIND_SIGNAL);
+static_assert(static_cast<int>(UnwindKind::kPlt) == LOUPE_UNWIND_PLT);
+static_assert(static_cast<int>(UnwindKind::kCfaRegister) == LOUPE_UNWIND_CFA_REG);
+static_assert(static_cast<int>(UnwindKind::kUnsupported) == LOUPE_UNWIND_UNSUPPORTED);
+
 std::optional<loupe_unwind_row> ToRow(const symbols::UnwindRow& row) {
   if (row.address > UINT32_MAX || row.rbp_offset < INT16_MIN || row.rbp_offset > INT16_MAX) {
     return std::nullopt;
@@ -58,6 +75,7 @@ std::optional<loupe_unwind_row> ToRow(const symbols::UnwindRow& row) {
   loupe_unwind_row out{};
   out.address = static_cast<uint32_t>(row.address);
   out.kind = static_cast<uint8_t>(row.kind);
+  out.cfa_register = row.cfa_register;
   out.rbp_offset = static_cast<int16_t>(row.rbp_offset);
   out.cfa_offset = row.cfa_offset;
   return out;
@@ -156,10 +174,11 @@ void UnwindMaps::Prepare(const std::vector<uint32_t>& tgids) {
   }
 }
 
-uint32_t UnwindMaps::rows_to_reserve() const {
+uint32_t UnwindMaps::rows_to_reserve(bool follow_children) const {
   uint64_t rows = 0;
   for (const auto& [key, table] : files_) rows += table.rows.size();
-  return static_cast<uint32_t>(std::min<uint64_t>(2 * rows + kSpareRows, kMaxRows));
+  const uint64_t spare = follow_children ? kSpareRowsForChildren : kSpareRows;
+  return static_cast<uint32_t>(std::min<uint64_t>(2 * rows + spare, kMaxRows));
 }
 
 bool UnwindMaps::Upload(FileTable& table) {
@@ -209,12 +228,21 @@ void UnwindMaps::ForgetProcess(uint32_t tgid) {
   --stats_.processes;
 }
 
+uint64_t UnwindMaps::ExecutableLayout(const std::vector<symbols::Mapping>& mappings) {
+  uint64_t hash = 0;
+  for (const symbols::Mapping& m : mappings) {
+    if (m.executable) hash = absl::HashOf(hash, m.start, m.end, m.offset, m.device, m.inode);
+  }
+  return hash;
+}
+
 void UnwindMaps::LoadProcess(uint32_t tgid, uint64_t now_ns) {
   ForgetProcess(tgid);
   absl::StatusOr<std::vector<symbols::Mapping>> mappings = symbols::ReadProcMaps(tgid);
   if (!mappings.ok()) return;  // gone
   Process& process = processes_[tgid];
   process.loaded_ns = now_ns;
+  process.layout = ExecutableLayout(*mappings);
   ++stats_.processes;
   ++stats_.loads;
   for (const symbols::Mapping& mapping : *mappings) {
@@ -263,24 +291,30 @@ void UnwindMaps::Poll(uint64_t now_ns) {
     asked.push_back(key);
   }
   for (uint32_t tgid : asked) {
-    bpf_map_delete_elem(fd, &tgid);
     uint8_t loaded = 0;
     auto known = processes_.find(tgid);
     const bool current = bpf_map__lookup_elem(maps_.processes, &tgid, sizeof tgid, &loaded,
                                               sizeof loaded, 0) == 0;
     if (current && known != processes_.end() &&
         now_ns < known->second.loaded_ns + kReloadIntervalNs) {
-      continue;
+      continue;  // asked again too soon: the request stays for a later poll
     }
+    bpf_map_delete_elem(fd, &tgid);
     LoadProcess(tgid, now_ns);
   }
   if (now_ns >= last_sweep_ns_ + kSweepIntervalNs) {
     last_sweep_ns_ = now_ns;
-    std::vector<uint32_t> gone;
+    std::vector<uint32_t> gone, changed;
     for (const auto& [tgid, process] : processes_) {
-      if (access(ProcPath(tgid).c_str(), F_OK) != 0) gone.push_back(tgid);
+      absl::StatusOr<std::vector<symbols::Mapping>> mappings = symbols::ReadProcMaps(tgid);
+      if (!mappings.ok()) {
+        gone.push_back(tgid);
+      } else if (ExecutableLayout(*mappings) != process.layout) {
+        changed.push_back(tgid);
+      }
     }
     for (uint32_t tgid : gone) ForgetProcess(tgid);
+    for (uint32_t tgid : changed) LoadProcess(tgid, now_ns);
   }
 }
 

@@ -45,7 +45,7 @@ class UnwindMaps {
   // Compiles the tables of `tgids`' files before the maps are created, so
   // the row map can be sized to them: rows_to_reserve() after this.
   void Prepare(const std::vector<uint32_t>& tgids);
-  uint32_t rows_to_reserve() const;
+  uint32_t rows_to_reserve(bool follow_children) const;
 
   // The maps are loaded (the row map with rows_to_reserve() entries): loads
   // the prepared processes. Errors only for a map that refuses updates.
@@ -81,7 +81,9 @@ class UnwindMaps {
   struct Process {
     std::vector<loupe_unwind_key> keys;
     uint64_t loaded_ns = 0;
+    uint64_t layout = 0;  // ExecutableLayout of the mappings loaded
   };
+  static uint64_t ExecutableLayout(const std::vector<symbols::Mapping>& mappings);
   absl::flat_hash_map<uint32_t, Process> processes_;
   uint64_t last_sweep_ns_ = 0;
   Stats stats_;

@@ -42,6 +42,7 @@ bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user
   const size_t count = size_t{user} + kernel;
   if (count > (bytes.size() - fixed_part) / sizeof(uint64_t)) return false;
   if (user > LOUPE_MAX_STACK_DEPTH || kernel > LOUPE_MAX_STACK_DEPTH) return false;
+  if ((stack_flags & LOUPE_STACK_UNWIND_STOPPED) != 0) event->unwind_stopped = true;
   event->frames.resize(count);
   if (count == 0) return true;  // (memcpy may not be given an empty vector's null data)
   std::memcpy(event->frames.data(), bytes.data() + fixed_part, count * sizeof(uint64_t));
@@ -52,7 +53,6 @@ bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user
       event->exact_frames.push_back(i);
     }
   }
-  if ((stack_flags & LOUPE_STACK_UNWIND_STOPPED) != 0) event->unwind_stopped = true;
   uint16_t valid = 0;
   while (valid < user && event->frames[valid] >= kLowestUserAddress &&
          event->frames[valid] <= kHighestUserAddress) {

@@ -30,6 +30,7 @@ constexpr uint64_t kMaxInstructionBytes = uint64_t{1} << 30;
 constexpr int kRbp = 6;
 constexpr int kRsp = 7;
 constexpr int kReturnAddress = 16;
+constexpr int kLastGeneralRegister = 15;  // r15; 16 is the return address column
 
 struct ElfEnd {
   void operator()(Elf* elf) const { elf_end(elf); }
@@ -393,6 +394,7 @@ bool IsLazyPlt(const Dwarf_Op* ops, size_t count) {
 // a BPF walker follows.
 absl::StatusOr<UnwindRow> RuleOf(Dwarf_Frame* frame, int return_register, bool signal) {
   UnwindRow row;
+  const UnwindRow unsupported{.kind = UnwindKind::kUnsupported};
   if (signal) {
     row.kind = UnwindKind::kSignal;
     return row;
@@ -410,7 +412,7 @@ absl::StatusOr<UnwindRow> RuleOf(Dwarf_Frame* frame, int return_register, bool s
   }
   int64_t offset = 0;
   if (return_register != kReturnAddress || !SavedAt(ops, count, &offset) || offset != -8) {
-    return row;
+    return unsupported;
   }
 
   if (dwarf_frame_cfa(frame, &ops, &count) != 0) {
@@ -418,22 +420,25 @@ absl::StatusOr<UnwindRow> RuleOf(Dwarf_Frame* frame, int return_register, bool s
   }
   int base = -1;
   int64_t cfa_offset = 0;
-  if (RegisterPlus(ops, count, &base, &cfa_offset) && (base == kRsp || base == kRbp) &&
+  if (RegisterPlus(ops, count, &base, &cfa_offset) && base <= kLastGeneralRegister &&
       FitsInt32(cfa_offset)) {
-    row.kind = base == kRsp ? UnwindKind::kCfaRsp : UnwindKind::kCfaRbp;
+    row.kind = base == kRsp   ? UnwindKind::kCfaRsp
+               : base == kRbp ? UnwindKind::kCfaRbp
+                              : UnwindKind::kCfaRegister;
     row.cfa_offset = static_cast<int32_t>(cfa_offset);
+    if (row.kind == UnwindKind::kCfaRegister) row.cfa_register = static_cast<uint8_t>(base);
   } else if (IsLazyPlt(ops, count)) {
     row.kind = UnwindKind::kPlt;
     row.cfa_offset = 8;
   } else {
-    return row;
+    return unsupported;
   }
 
   if (dwarf_frame_register(frame, kRbp, memory, &ops, &count) != 0) {
     return absl::InvalidArgumentError(fmt::format("rbp rule: {}", LibdwError()));
   }
   if (count != 0) {
-    if (!SavedAt(ops, count, &offset) || offset == 0 || !FitsInt32(offset)) return UnwindRow{};
+    if (!SavedAt(ops, count, &offset) || offset == 0 || !FitsInt32(offset)) return unsupported;
     row.rbp_offset = static_cast<int32_t>(offset);
   }
   return row;
@@ -492,7 +497,7 @@ class TableWriter {
       if (end <= address) return error(fmt::format("the row ends at {:#x}, before it starts", end));
       absl::StatusOr<UnwindRow> row = RuleOf(frame.get(), return_register, signal);
       if (!row.ok()) return error(MessageOf(row.status()));
-      if (row->kind == UnwindKind::kNone) ++table_.unsupported;
+      if (row->kind == UnwindKind::kUnsupported) ++table_.unsupported;
       absl::Status appended = Append(address, *row);
       if (!appended.ok()) return appended;
       address = end;
@@ -598,15 +603,29 @@ absl::StatusOr<UnwindTable> CompileUnwindTable(int fd) {
   }
   absl::StatusOr<Section> eh_frame = FindSection(elf.get(), ".eh_frame");
   if (!eh_frame.ok()) return eh_frame.status();
+  absl::StatusOr<Section> debug_frame = FindSection(elf.get(), ".debug_frame");
+  if (!debug_frame.ok()) return debug_frame.status();
+  std::optional<absl::StatusOr<UnwindTable>> from_eh_frame;
   if (eh_frame->data != nullptr) {
     absl::StatusOr<Section> eh_frame_hdr = FindSection(elf.get(), ".eh_frame_hdr");
     if (!eh_frame_hdr.ok()) return eh_frame_hdr.status();
-    return FromEhFrame(elf.get(), *eh_frame, *eh_frame_hdr);
+    from_eh_frame = FromEhFrame(elf.get(), *eh_frame, *eh_frame_hdr);
   }
-  absl::StatusOr<Section> debug_frame = FindSection(elf.get(), ".debug_frame");
-  if (!debug_frame.ok()) return debug_frame.status();
-  if (debug_frame->data != nullptr) return FromDebugFrame(elf.get(), *debug_frame);
-  return absl::NotFoundError("no call frame information (neither .eh_frame nor .debug_frame)");
+  if (debug_frame->data == nullptr) {
+    if (from_eh_frame) return *std::move(from_eh_frame);
+    return absl::NotFoundError("no call frame information (neither .eh_frame nor .debug_frame)");
+  }
+  // Built with -fno-asynchronous-unwind-tables -g, a program's .eh_frame
+  // holds only what the C start files bring (_start, the PLT) and its own
+  // functions are in .debug_frame: the section that describes more wins.
+  absl::StatusOr<UnwindTable> from_debug_frame = FromDebugFrame(elf.get(), *debug_frame);
+  if (!from_eh_frame || !from_eh_frame->ok()) {
+    return from_debug_frame.ok() || !from_eh_frame ? from_debug_frame : *std::move(from_eh_frame);
+  }
+  if (from_debug_frame.ok() && from_debug_frame->functions > (*from_eh_frame)->functions) {
+    return from_debug_frame;
+  }
+  return *std::move(from_eh_frame);
 }
 
 const UnwindRow* FindUnwindRow(const std::vector<UnwindRow>& rows, uint64_t address) {

@@ -17,7 +17,8 @@ namespace loupe::symbols {
 // How to find the caller's registers at an address (x86-64). The return
 // address is always at CFA - 8 on x86-64.
 enum class UnwindKind : uint8_t {
-  kNone = 0,       // no usable CFI covers the address: a walk must stop here
+  kNone = 0,       // no FDE covers the address (code without CFI, such as V8's builtins
+                   // inside node's text): a walker may try frame pointers
   kCfaRsp = 1,     // CFA = rsp + cfa_offset
   kCfaRbp = 2,     // CFA = rbp + cfa_offset
   kOutermost = 3,  // the return address is undefined: the stack's bottom (_start, thread starts)
@@ -25,6 +26,9 @@ enum class UnwindKind : uint8_t {
                    // ucontext at rsp
   kPlt = 5,        // a lazy PLT stub, whose CFA is an expression: CFA = rsp + cfa_offset (8),
                    // plus 8 where (address & 15) >= 11
+  kCfaRegister = 6,  // CFA = cfa_register + cfa_offset, another register than rsp or rbp
+                     // (ld.so's lazy binding trampoline, OpenSSL's assembly): known at the leaf
+  kUnsupported = 7,  // rules a BPF walker cannot follow: a walk must stop here
 };
 
 struct UnwindRow {
@@ -32,13 +36,14 @@ struct UnwindRow {
   UnwindKind kind = UnwindKind::kNone;
   int32_t cfa_offset = 0;
   int32_t rbp_offset = 0;  // rbp was saved at CFA + rbp_offset; 0: rbp keeps the caller's value
+  uint8_t cfa_register = 0;  // DWARF register number, for kCfaRegister
   friend bool operator==(const UnwindRow&, const UnwindRow&) = default;
 };
 
 struct UnwindTable {
   std::vector<UnwindRow> rows;  // sorted by address; no two adjacent rows with the same rule
   size_t functions = 0;         // FDEs read
-  size_t unsupported = 0;       // CFI rows whose rules cannot be expressed (written as kNone)
+  size_t unsupported = 0;       // CFI rows whose rules cannot be expressed (kUnsupported)
 };
 
 // At most this many rows come from one file, counted before merging: one per
