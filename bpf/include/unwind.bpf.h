@@ -194,6 +194,10 @@ static __always_inline bool step_by_table(struct unwind_walk *walk)
 			return false;
 		cfa = walk->leaf_regs[row->cfa_register & 15] + row->cfa_offset;
 		break;
+	case LOUPE_UNWIND_CFA_DEREF_RBP:
+		if (!read_user(&cfa, walk->bp + row->cfa_offset))
+			return false;
+		break;
 	case LOUPE_UNWIND_OUTERMOST:
 		walk->complete = true;
 		return false;
@@ -209,8 +213,12 @@ static __always_inline bool step_by_table(struct unwind_walk *walk)
 		return false;
 	}
 	rbp_offset = row->rbp_offset;
-	if (rbp_offset != 0 && !read_user(&walk->bp, cfa + rbp_offset))
+	if (row->cfa_register & LOUPE_UNWIND_RBP_FROM_RBP) {
+		if (!read_user(&walk->bp, walk->bp + rbp_offset))
+			return false;
+	} else if (rbp_offset != 0 && !read_user(&walk->bp, cfa + rbp_offset)) {
 		return false;
+	}
 	if (!read_user(&walk->pc, cfa - 8))
 		return false;
 	walk->sp = cfa;

@@ -260,14 +260,17 @@ enum loupe_unwind_kind {
 	LOUPE_UNWIND_PLT = 5,       /* CFA = rsp + 8, + 8 more from byte 11 of a 16-byte stub */
 	LOUPE_UNWIND_CFA_REG = 6,   /* CFA = cfa_register + cfa_offset: known at the leaf only */
 	LOUPE_UNWIND_UNSUPPORTED = 7, /* a rule not followed here: the walk stops */
+	LOUPE_UNWIND_CFA_DEREF_RBP = 8, /* CFA = *(rbp + cfa_offset): a realigned frame */
 };
+/* In cfa_register: rbp was saved at rbp + rbp_offset, not CFA + rbp_offset. */
+#define LOUPE_UNWIND_RBP_FROM_RBP 0x80
 
 /* The rule from `address` (an ELF virtual address of the file) to the next
  * row's; the return address is at CFA - 8. */
 struct loupe_unwind_row {
 	__u32 address;
 	__u8 kind; /* enum loupe_unwind_kind */
-	__u8 cfa_register; /* DWARF number, for LOUPE_UNWIND_CFA_REG */
+	__u8 cfa_register; /* DWARF number for LOUPE_UNWIND_CFA_REG; | LOUPE_UNWIND_RBP_FROM_RBP */
 	__s16 rbp_offset; /* rbp saved at CFA + rbp_offset; 0: unchanged */
 	__s32 cfa_offset;
 };

@@ -5,8 +5,6 @@
 #include <fmt/format.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <sys/auxv.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,7 +15,6 @@
 
 #include "absl/hash/hash.h"
 #include "daemon/base/proc_root.h"
-#include "daemon/base/scoped_fd.h"
 #include "daemon/symbols/object_file.h"
 #include "daemon/symbols/unwind_table.h"
 
@@ -67,6 +64,7 @@ static_assert(static_cast<int>(UnwindKind::kSignal) == LOUPE_UNWIND_SIGNAL);
 static_assert(static_cast<int>(UnwindKind::kPlt) == LOUPE_UNWIND_PLT);
 static_assert(static_cast<int>(UnwindKind::kCfaRegister) == LOUPE_UNWIND_CFA_REG);
 static_assert(static_cast<int>(UnwindKind::kUnsupported) == LOUPE_UNWIND_UNSUPPORTED);
+static_assert(static_cast<int>(UnwindKind::kCfaDerefRbp) == LOUPE_UNWIND_CFA_DEREF_RBP);
 
 std::optional<loupe_unwind_row> ToRow(const symbols::UnwindRow& row) {
   if (row.address > UINT32_MAX || row.rbp_offset < INT16_MIN || row.rbp_offset > INT16_MAX) {
@@ -75,7 +73,7 @@ std::optional<loupe_unwind_row> ToRow(const symbols::UnwindRow& row) {
   loupe_unwind_row out{};
   out.address = static_cast<uint32_t>(row.address);
   out.kind = static_cast<uint8_t>(row.kind);
-  out.cfa_register = row.cfa_register;
+  out.cfa_register = row.cfa_register | (row.rbp_from_rbp ? LOUPE_UNWIND_RBP_FROM_RBP : 0);
   out.rbp_offset = static_cast<int16_t>(row.rbp_offset);
   out.cfa_offset = row.cfa_offset;
   return out;
@@ -101,34 +99,6 @@ std::vector<loupe_unwind_key> UnwindKeys(uint32_t tgid, uint64_t start, uint64_t
 
 namespace {
 
-bool HasTable(const symbols::Mapping& mapping) {
-  return mapping.executable && (mapping.is_file() || mapping.path == "[vdso]");
-}
-
-// The vDSO is the kernel's, the same image in every 64-bit process: ours,
-// copied into a memory file, stands for the targets'.
-absl::StatusOr<ScopedFd> OwnVdso() {
-  const uint64_t base = getauxval(AT_SYSINFO_EHDR);
-  absl::StatusOr<std::vector<symbols::Mapping>> mine = symbols::ReadProcMaps(getpid());
-  if (base == 0 || !mine.ok()) return absl::NotFoundError("no vDSO");
-  const symbols::Mapping* vdso = symbols::FindMapping(*mine, base);
-  if (vdso == nullptr || vdso->path != "[vdso]") return absl::NotFoundError("no vDSO");
-  ScopedFd file(memfd_create("vdso", MFD_CLOEXEC));
-  const size_t size = vdso->end - vdso->start;
-  if (!file.valid() ||
-      write(file.get(), reinterpret_cast<const void*>(base), size) != static_cast<ssize_t>(size)) {
-    return absl::InternalError(fmt::format("copy of the vDSO: {}", std::strerror(errno)));
-  }
-  return file;
-}
-
-absl::StatusOr<ScopedFd> OpenForTable(uint32_t pid, const symbols::Mapping& mapping) {
-  if (mapping.path == "[vdso]") return OwnVdso();
-  absl::StatusOr<symbols::ObjectFile> object = symbols::OpenObject(pid, mapping);
-  if (!object.ok()) return object.status();
-  return std::move(object->fd);
-}
-
 }  // namespace
 
 UnwindMaps::FileTable& UnwindMaps::TableFor(uint32_t pid, const symbols::Mapping& mapping) {
@@ -136,19 +106,20 @@ UnwindMaps::FileTable& UnwindMaps::TableFor(uint32_t pid, const symbols::Mapping
   auto known = files_.find(key);
   if (known != files_.end()) return known->second;
   FileTable& table = files_[key];
-  absl::StatusOr<ScopedFd> fd = OpenForTable(pid, mapping);
-  if (!fd.ok()) {
+  absl::StatusOr<symbols::ObjectFile> object = symbols::OpenObject(pid, mapping);
+  if (!object.ok()) {
     notes_.push_back(fmt::format("{}: frame pointers only: {}", mapping.path,
-                                 std::string(fd.status().message())));
+                                 std::string(object.status().message())));
     return table;
   }
-  absl::StatusOr<symbols::UnwindTable> compiled = symbols::CompileUnwindTable(fd->get());
+  absl::StatusOr<symbols::UnwindTable> compiled =
+      symbols::CompileUnwindTable(object->fd.get());
   if (!compiled.ok()) {
     notes_.push_back(fmt::format("{}: frame pointers only: {}", mapping.path,
                                  std::string(compiled.status().message())));
     return table;
   }
-  for (const auto& [offset, vaddr, size] : ExecutableLoads(fd->get())) {
+  for (const auto& [offset, vaddr, size] : ExecutableLoads(object->fd.get())) {
     table.loads.push_back({offset, vaddr, size});
   }
   table.rows.reserve(compiled->rows.size());
@@ -169,7 +140,7 @@ void UnwindMaps::Prepare(const std::vector<uint32_t>& tgids) {
     absl::StatusOr<std::vector<symbols::Mapping>> mappings = symbols::ReadProcMaps(tgid);
     if (!mappings.ok()) continue;
     for (const symbols::Mapping& mapping : *mappings) {
-      if (HasTable(mapping)) TableFor(tgid, mapping);
+      if (mapping.HasObject()) TableFor(tgid, mapping);
     }
   }
 }
@@ -250,7 +221,7 @@ void UnwindMaps::LoadProcess(uint32_t tgid, uint64_t now_ns) {
     loupe_unwind_mapping value{};
     value.start = mapping.start;
     value.end = mapping.end;
-    if (HasTable(mapping)) {
+    if (mapping.HasObject()) {
       FileTable& table = TableFor(tgid, mapping);
       const uint64_t length = mapping.end - mapping.start;
       for (const FileTable::Load& load : table.loads) {

@@ -11,7 +11,7 @@ void AddressSpaces::Take(uint32_t pid, Space& space, uint64_t now_ns) {
   space.objects.assign(snapshot.size(), nullptr);
   for (size_t i = 0; i < snapshot.size(); ++i) {
     const Mapping& mapping = snapshot[i];
-    if (!mapping.executable || !mapping.is_file()) continue;
+    if (!mapping.HasObject()) continue;
     const auto key = std::tuple(mapping.device, mapping.inode, mapping.path);
     auto known = objects_.find(key);
     if (known == objects_.end() || mapping.deleted) {

@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <memory>
+#include <vector>
 
 #include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
@@ -54,7 +58,29 @@ std::string HexOf(const std::string& bytes) {
   return hex;
 }
 
+// The vDSO is the kernel's, the same image in every 64-bit process: ours,
+// copied into a memory file, stands for the target's.
+absl::StatusOr<ObjectFile> OpenOwnVdso() {
+  const uint64_t base = getauxval(AT_SYSINFO_EHDR);
+  absl::StatusOr<std::vector<Mapping>> mine = ReadProcMaps(static_cast<uint32_t>(getpid()));
+  const Mapping* vdso = mine.ok() ? FindMapping(*mine, base) : nullptr;
+  if (base == 0 || vdso == nullptr || !vdso->IsVdso()) {
+    return absl::NotFoundError("this process has no vDSO to stand for the target's");
+  }
+  ObjectFile object;
+  object.path = vdso->path;
+  object.fd.Reset(memfd_create("vdso", MFD_CLOEXEC));
+  const size_t size = vdso->end - vdso->start;
+  if (!object.fd.valid() || write(object.fd.get(), reinterpret_cast<const void*>(base), size) !=
+                                static_cast<ssize_t>(size)) {
+    return ErrnoStatus("copy", "the vDSO");
+  }
+  object.build_id = ReadBuildId(object.fd.get());
+  return object;
+}
+
 absl::StatusOr<ObjectFile> OpenObject(uint32_t pid, const Mapping& mapping) {
+  if (mapping.IsVdso()) return OpenOwnVdso();
   ObjectFile object;
   object.path = mapping.path;
   const std::string root = ProcPath(pid, "/root");

@@ -22,6 +22,7 @@ struct ObjectFile {
   ScopedFd fd;
 };
 
+// The vDSO ("[vdso]") opens as a copy of louped's own.
 absl::StatusOr<ObjectFile> OpenObject(uint32_t pid, const Mapping& mapping);
 
 // The GNU build id of an ELF file, or "" (also for what is not ELF).

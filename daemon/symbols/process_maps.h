@@ -23,6 +23,9 @@ struct Mapping {
   bool deleted = false;  // the file was deleted or replaced after mapping
 
   bool is_file() const { return inode != 0 && path.starts_with('/'); }
+  bool IsVdso() const { return path == "[vdso]"; }
+  // Code with an ELF image louped can open: a file, or the vDSO.
+  bool HasObject() const { return executable && (is_file() || IsVdso()); }
 };
 
 // Lines that do not parse are skipped; sorted by start.

@@ -430,6 +430,10 @@ absl::StatusOr<UnwindRow> RuleOf(Dwarf_Frame* frame, int return_register, bool s
   } else if (IsLazyPlt(ops, count)) {
     row.kind = UnwindKind::kPlt;
     row.cfa_offset = 8;
+  } else if (count == 2 && RegisterPlus(ops, 1, &base, &cfa_offset) && base == kRbp &&
+             ops[1].atom == DW_OP_deref && FitsInt32(cfa_offset)) {
+    row.kind = UnwindKind::kCfaDerefRbp;
+    row.cfa_offset = static_cast<int32_t>(cfa_offset);
   } else {
     return unsupported;
   }
@@ -437,7 +441,13 @@ absl::StatusOr<UnwindRow> RuleOf(Dwarf_Frame* frame, int return_register, bool s
   if (dwarf_frame_register(frame, kRbp, memory, &ops, &count) != 0) {
     return absl::InvalidArgumentError(fmt::format("rbp rule: {}", LibdwError()));
   }
-  if (count != 0) {
+  // A realigned frame (gcc's DRAP) says where rbp was saved by expression,
+  // from rbp itself: libdw gives it as DW_OP_call_frame_cfa, DW_OP_breg6 N.
+  if (count == 2 && ops[0].atom == DW_OP_call_frame_cfa && RegisterPlus(ops + 1, 1, &base, &offset) &&
+      base == kRbp && FitsInt32(offset)) {
+    row.rbp_from_rbp = true;
+    row.rbp_offset = static_cast<int32_t>(offset);
+  } else if (count != 0) {
     if (!SavedAt(ops, count, &offset) || offset == 0 || !FitsInt32(offset)) return unsupported;
     row.rbp_offset = static_cast<int32_t>(offset);
   }

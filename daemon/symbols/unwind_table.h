@@ -29,6 +29,8 @@ enum class UnwindKind : uint8_t {
   kCfaRegister = 6,  // CFA = cfa_register + cfa_offset, another register than rsp or rbp
                      // (ld.so's lazy binding trampoline, OpenSSL's assembly): known at the leaf
   kUnsupported = 7,  // rules a BPF walker cannot follow: a walk must stop here
+  kCfaDerefRbp = 8,  // CFA = *(rbp + cfa_offset): a frame realigned through a saved pointer
+                     // (gcc's DRAP, for over-aligned locals)
 };
 
 struct UnwindRow {
@@ -37,6 +39,7 @@ struct UnwindRow {
   int32_t cfa_offset = 0;
   int32_t rbp_offset = 0;  // rbp was saved at CFA + rbp_offset; 0: rbp keeps the caller's value
   uint8_t cfa_register = 0;  // DWARF register number, for kCfaRegister
+  bool rbp_from_rbp = false;  // rbp was saved at rbp + rbp_offset instead (DRAP frames)
   friend bool operator==(const UnwindRow&, const UnwindRow&) = default;
 };
 
