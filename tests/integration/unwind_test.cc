@@ -1,10 +1,12 @@
 // User stacks unwound on real processes built with frame pointers and
 // without (tests/testprogs/unwind_app.c): CPU samples and off-CPU stacks keep
 // their callers through Debian's libc (no frame pointers), through a stripped
-// library (only .eh_frame), through a signal frame into the interrupted code;
-// a stack deeper than the cap is a cut, not a loss; no user frame is junk
-// and no off-CPU kernel stack begins in the tracer. Where code is and which
-// threads exist is read from /proc, not from the trace.
+// library (only .eh_frame), through a signal frame into the interrupted code,
+// through a library loaded with dlopen after attach once its tables are
+// loaded (before that the leaf alone, counted as a cut); a stack deeper than
+// the cap is a cut, not a loss; no user frame is junk and no off-CPU kernel
+// stack begins in the tracer. Where code is and which threads exist is read
+// from /proc, not from the trace.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string_view>
@@ -73,8 +76,9 @@ struct UnwindRun {
 
 // Traces `unwind_app_<variant> <mode>` from its "ready" for about 1.5 s:
 // CPU samples at 999 Hz, off-CPU intervals with user and kernel stacks.
-UnwindRun TraceApp(const std::string& variant, const std::string& mode,
-                   const testing::TempDir& dir) {
+// `traced`, if given, runs once tracing has begun (and before the 1.5 s).
+UnwindRun TraceApp(const std::string& variant, const std::string& mode, const testing::TempDir& dir,
+                   const std::function<void(ChildProcess&)>& traced = nullptr) {
   UnwindRun run;
   ChildProcess program({TestProgram("unwind_app_" + variant), mode});
   const std::string ready = program.ReadLine();
@@ -89,6 +93,7 @@ UnwindRun TraceApp(const std::string& variant, const std::string& mode,
   auto session = Session::Start(std::move(options), testing::QuietLog());
   EXPECT_TRUE(session.ok()) << session.status();
   if (!session.ok()) return run;
+  if (traced) traced(program);
   usleep(1'500'000);
   EXPECT_TRUE((*session)->Stop().ok());
   // Still alive: it runs until killed, when `program` goes.
@@ -241,7 +246,10 @@ void ExpectSaneStacks(const UnwindRun& run) {
 
 class UnwindTest : public ::testing::TestWithParam<std::string> {
  protected:
-  UnwindRun Trace(const std::string& mode) { return TraceApp(GetParam(), mode, dir_); }
+  UnwindRun Trace(const std::string& mode,
+                  const std::function<void(ChildProcess&)>& traced = nullptr) {
+    return TraceApp(GetParam(), mode, dir_, traced);
+  }
 
  private:
   testing::TempDir dir_;
@@ -398,6 +406,69 @@ TEST_P(UnwindTest, StrippedLibraryIsWalkedThroughWithItsCfi) {
                                 << " samples in app_callback none reads main, call_lib, "
                                    "libunwind_stripped.so, app_callback:"
                                 << ShowSome(in_callback);
+  ExpectSaneStacks(run);
+}
+
+// A library loaded with dlopen after the tables were loaded: a sample whose
+// leaf is in it, or whose walk reaches it, keeps its leaf and is marked cut
+// until louped has loaded the process's tables again (a request from BPF,
+// served at once: the app waits 300 ms past attach, longer than the reload
+// interval); from then on stacks go through it to main.
+TEST_P(UnwindTest, LibraryLoadedAfterAttachIsWalkedOnceItsTablesAreLoaded) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("dlopen", [](ChildProcess& program) {
+    program.WriteLine("go");
+    EXPECT_EQ(program.ReadLine(), "loaded");  // 300 ms after "go"
+    usleep(500'000);                          // 2 s of samples after dlopen in all
+  });
+  std::vector<Mapping> plugin;
+  for (const Mapping& m : run.code) {
+    if (m.path.ends_with("/libunwind_plugin.so")) plugin.push_back(m);
+  }
+  ASSERT_FALSE(plugin.empty()) << "libunwind_plugin.so is not mapped";
+  auto in_plugin = [&](const NamedFrame& frame) {
+    return std::any_of(plugin.begin(), plugin.end(), [&](const Mapping& m) {
+      return frame.address >= m.start && frame.address < m.end;
+    });
+  };
+  const auto& samples = run.trace.samples;
+  // Where the program spends its time once the plugin is loaded: in
+  // app_callback (called only by the plugin) or in the plugin itself.
+  std::vector<const SymbolizedStack*> in_chain, short_of_main, empty;
+  for (const SymbolizedStack& stack : samples) {
+    if (stack.user.empty()) empty.push_back(&stack);
+    const auto leaf = std::find_if(stack.user_frames.begin(), stack.user_frames.end(),
+                                   [](const NamedFrame& frame) { return !frame.inlined; });
+    if (leaf == stack.user_frames.end()) continue;
+    if (leaf->function != "app_callback" && !in_plugin(*leaf)) continue;
+    in_chain.push_back(&stack);
+    if (!Reaches(stack.user_frames, "main")) short_of_main.push_back(&stack);
+  }
+  ASSERT_GE(in_chain.size(), 500u)
+      << "too few samples in the plugin's callback chain to judge:" << ShowSome(All(samples));
+  EXPECT_LE(short_of_main.size() * 10, in_chain.size())
+      << short_of_main.size() << " of " << in_chain.size()
+      << " samples in the plugin's callback chain do not reach main:" << ShowSome(short_of_main);
+  const auto through = Matching(
+      samples, {Is("main"), Is("call_plugin"), Is("plugin_work"), in_plugin, Is("app_callback")});
+  EXPECT_FALSE(through.empty()) << "no stack reads main, call_plugin, plugin_work, "
+                                   "plugin_step, app_callback:"
+                                << ShowSome(in_chain);
+  // A stack cut short is counted as a cut, and no sample loses its leaf.
+  EXPECT_TRUE(empty.empty()) << empty.size() << " of " << samples.size()
+                             << " CPU samples have no user frame";
+  const auto& losses = run.digest.losses;
+  auto count = [&](const std::string& key) { return losses.contains(key) ? losses.at(key) : 0; };
+  const uint64_t cut = count("cpu_sample/stack_truncated") + count("cpu_sample/unwind_stopped");
+  std::cout << short_of_main.size() << " of " << in_chain.size()
+            << " samples in the callback chain short of main, " << cut << " cut\n";
+  EXPECT_GE(cut, short_of_main.size())
+      << "stacks cut short not counted as cuts: " << testing::WhyIncomplete(run.digest);
+  EXPECT_GE(cut, 1u) << "no sample was taken before the plugin's tables were loaded";
+  for (const auto& [what, n] : losses) {
+    EXPECT_TRUE(format::IsCutKey(what)) << "lost " << n << " " << what;
+  }
+  EXPECT_TRUE(run.digest.complete) << testing::WhyIncomplete(run.digest);
   ExpectSaneStacks(run);
 }
 

@@ -11,10 +11,15 @@
  *            on_signal -> handler_work, burning ~0.5 ms
  *   recurse  recurse() 1000 frames deep, spinning at the bottom
  *   lib      main -> call_lib -> lib_work (the library) -> app_callback
+ *   dlopen   prints "ready", waits for a line on stdin (the tracer has loaded
+ *            the unwind tables), waits 300 ms more, loads
+ *            libunwind_plugin.so with dlopen, prints "loaded", then
+ *            main -> call_plugin -> plugin_work (the plugin) -> app_callback
  * Prints "ready" once the chain is in its steady state, then runs until
  * killed. The functions named above are noinline and global so that each
  * is a frame of its own, named in the symbol table. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -290,6 +295,39 @@ static void run_lib(void)
 		call_lib();
 }
 
+/* ------------------------------------------------------------- dlopen */
+
+typedef unsigned long (*plugin_work_fn)(lib_callback, unsigned long);
+
+FRAME void call_plugin(plugin_work_fn work)
+{
+	sink += work(app_callback, 100);
+	sink += 1;  /* not a tail call */
+}
+
+static void run_dlopen(void)
+{
+	struct timespec settle = {0, 300 * 1000 * 1000};
+
+	callback_spins = spins_per_ms() / 10;
+	ready();
+	testprog_wait_line();
+	/* Past the tracer's reload interval (100 ms) since it loaded the
+	 * tables: its first request for the plugin's is served at once. */
+	nanosleep(&settle, NULL);
+	void *plugin = dlopen("libunwind_plugin.so", RTLD_NOW);
+	plugin_work_fn work = plugin ? (plugin_work_fn)dlsym(plugin, "plugin_work") : NULL;
+
+	if (!work) {
+		printf("error %s\n", dlerror());
+		exit(1);
+	}
+	printf("loaded\n");
+	fflush(stdout);
+	for (;;)
+		call_plugin(work);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -306,6 +344,8 @@ int main(int argc, char **argv)
 		sink += (unsigned long)recurse(1000);
 	else if (strcmp(mode, "lib") == 0)
 		run_lib();
-	fprintf(stderr, "usage: %s cpu|mutex|read|signal|recurse|lib\n", argv[0]);
+	else if (strcmp(mode, "dlopen") == 0)
+		run_dlopen();
+	fprintf(stderr, "usage: %s cpu|mutex|read|signal|recurse|lib|dlopen\n", argv[0]);
 	return 2;
 }

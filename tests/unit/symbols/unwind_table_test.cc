@@ -1,5 +1,6 @@
 // Unwind tables compiled from real CFI: the fixtures of fixtures/ (checked
-// against their own machine code), the system's libc, and broken files.
+// against their own machine code), the system's libc and ld.so, and broken
+// files.
 #include "daemon/symbols/unwind_table.h"
 
 #include <dlfcn.h>
@@ -31,12 +32,15 @@ namespace loupe::symbols {
 
 void PrintTo(const UnwindRow& row, std::ostream* out) {
   *out << "{kind " << static_cast<int>(row.kind) << ", cfa " << row.cfa_offset << ", rbp "
-       << row.rbp_offset << " at 0x" << std::hex << row.address << std::dec << "}";
+       << row.rbp_offset << ", register " << int{row.cfa_register} << " at 0x" << std::hex
+       << row.address << std::dec << "}";
 }
 
 namespace {
 
 constexpr char kLibc[] = "/lib/x86_64-linux-gnu/libc.so.6";
+constexpr char kLdSo[] = "/lib64/ld-linux-x86-64.so.2";
+constexpr uint8_t kRbx = 3;  // DWARF register number
 constexpr const char* kShapes[] = {"shapes_leaf", "shapes_big_frame", "shapes_pushes"};
 
 absl::StatusOr<UnwindTable> CompileFile(const std::string& path) {
@@ -224,7 +228,8 @@ TEST(UnwindTableTest, FramePointerFunctionsMoveTheCfaToRbp) {
 }
 
 TEST(UnwindTableTest, FunctionsWithoutFramePointersFollowRsp) {
-  for (const char* path : {UNWIND_SHAPES_NOFP, UNWIND_SHAPES_LIB, UNWIND_SHAPES_DEBUG_FRAME}) {
+  for (const char* path : {UNWIND_SHAPES_NOFP, UNWIND_SHAPES_LIB, UNWIND_SHAPES_DEBUG_FRAME,
+                           UNWIND_SHAPES_DEBUG_FRAME_EXE}) {
     SCOPED_TRACE(path);
     const auto table = CompileFile(path);
     ASSERT_TRUE(table.ok()) << table.status();
@@ -251,8 +256,12 @@ TEST(UnwindTableTest, StrippedLibraryKeepsItsTable) {
   ExpectPrologues(UNWIND_SHAPES_STRIPPED, *stripped, UNWIND_SHAPES_LIB, &decoded);
 }
 
+// Gaps between FDEs and the end of the last are kNone (no FDE covers them,
+// a walker may try frame pointers), never kUnsupported (a rule read and
+// not followed, where a walk stops).
 TEST(UnwindTableTest, PastAFunctionsEndIsNone) {
-  for (const char* path : {UNWIND_SHAPES_NOFP, UNWIND_SHAPES_LIB, UNWIND_SHAPES_DEBUG_FRAME}) {
+  for (const char* path : {UNWIND_SHAPES_NOFP, UNWIND_SHAPES_LIB, UNWIND_SHAPES_DEBUG_FRAME,
+                           UNWIND_SHAPES_DEBUG_FRAME_EXE}) {
     SCOPED_TRACE(path);
     const auto table = CompileFile(path);
     ASSERT_TRUE(table.ok()) << table.status();
@@ -263,7 +272,41 @@ TEST(UnwindTableTest, PastAFunctionsEndIsNone) {
     EXPECT_EQ(RuleAt(*table, leaf.end - 1), Rule(UnwindKind::kCfaRsp, 8));
     EXPECT_EQ(RuleAt(*table, leaf.end), Rule(UnwindKind::kNone));
     EXPECT_EQ(table->rows.back().kind, UnwindKind::kNone);
+    for (const UnwindRow& row : table->rows) {
+      EXPECT_NE(row.kind, UnwindKind::kUnsupported) << std::hex << "at 0x" << row.address;
+    }
   }
+}
+
+// -fno-asynchronous-unwind-tables -g: .eh_frame describes _start and the
+// PLT, .debug_frame the program's own functions; the table is compiled from
+// the one that describes more, so the functions unwind.
+TEST(UnwindTableTest, ProgramWithItsCfiInDebugFrame) {
+  const std::string path = UNWIND_SHAPES_DEBUG_FRAME_EXE;
+  const ElfLayout layout = LayoutOf(path);
+  ASSERT_TRUE(layout.sections.contains(".eh_frame")) << "the start files brought no .eh_frame";
+  ASSERT_TRUE(layout.sections.contains(".debug_frame"));
+  const auto table = CompileFile(path);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const auto functions = testing::FunctionRanges(path);
+  for (const char* name : {"shapes_leaf", "shapes_big_frame", "shapes_pushes", "main"}) {
+    EXPECT_EQ(RuleAt(*table, functions.at(name).start), Rule(UnwindKind::kCfaRsp, 8)) << name;
+  }
+  EXPECT_GE(table->functions, 4u);  // .debug_frame's: the 3 shapes and main
+  EXPECT_EQ(table->unsupported, 0u);
+  // The same file with .debug_frame renamed away: .eh_frame alone describes
+  // _start and the PLT, none of the functions.
+  std::string copy = ReadFile(path);
+  const SectionPlace names = layout.sections.at(".shstrtab");
+  const size_t name = copy.find(std::string(".debug_frame", 13), names.offset);
+  ASSERT_LT(name, names.offset + names.size);
+  copy[name + 1] = 'x';
+  testing::TempDir dir;
+  WriteFile(dir.File("eh_frame_only"), copy);
+  const auto eh_frame_only = CompileFile(dir.File("eh_frame_only"));
+  ASSERT_TRUE(eh_frame_only.ok()) << eh_frame_only.status();
+  EXPECT_LT(eh_frame_only->functions, table->functions);
+  EXPECT_EQ(RuleAt(*eh_frame_only, functions.at("shapes_leaf").start), Rule(UnwindKind::kNone));
 }
 
 TEST(UnwindTableTest, LazyPltEntriesAreKPlt) {
@@ -371,6 +414,13 @@ TEST(UnwindTableTest, CorruptEhFrameIsAnErrorNotACrash) {
   EXPECT_GT(errors, 0);
 }
 
+// True if `a` and `b` name the same file.
+bool SameFile(const char* a, const char* b) {
+  struct stat first, second;
+  return stat(a, &first) == 0 && stat(b, &second) == 0 && first.st_ino == second.st_ino &&
+         first.st_dev == second.st_dev;
+}
+
 // Where the kernel returns to from this process's signal handlers (glibc's
 // __restore_rt, set by sigaction as SA_RESTORER), as an address of libc.
 bool SignalTrampolineInLibc(uint64_t* address) {
@@ -384,15 +434,42 @@ bool SignalTrampolineInLibc(uint64_t* address) {
   sigaction(SIGUSR2, &previous, nullptr);
   Dl_info info;
   link_map* map = nullptr;
-  struct stat loaded, wanted;
   if (read != 0 || kernel.restorer == 0 ||
       dladdr1(reinterpret_cast<void*>(kernel.restorer), &info, reinterpret_cast<void**>(&map),
               RTLD_DL_LINKMAP) == 0 ||
-      map == nullptr || stat(info.dli_fname, &loaded) != 0 || stat(kLibc, &wanted) != 0 ||
-      loaded.st_ino != wanted.st_ino || loaded.st_dev != wanted.st_dev) {
+      map == nullptr || !SameFile(info.dli_fname, kLibc)) {
     return false;
   }
   *address = kernel.restorer - map->l_addr;
+  return true;
+}
+
+// Where a lazily bound library enters ld.so to bind a function on its first
+// call (_dl_runtime_resolve_xsavec, _xsave or _fxsave, as the CPU allows;
+// ld.so has no symbol that names it): the third word of the library's
+// .got.plt, as an address of ld.so's file. False where ld.so binds
+// everything at load (LD_BIND_NOW).
+bool LazyBindingTrampolineInLdSo(uint64_t* address) {
+  const ElfLayout layout = LayoutOf(UNWIND_SHAPES_LIB);
+  const auto got = layout.sections.find(".got.plt");
+  void* library = dlopen(UNWIND_SHAPES_LIB, RTLD_LAZY | RTLD_LOCAL);
+  if (library == nullptr) return false;
+  link_map* map = nullptr;
+  uint64_t resolver = 0;
+  if (got != layout.sections.end() && got->second.size >= 24 &&
+      dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr) {
+    resolver = reinterpret_cast<const uint64_t*>(map->l_addr + got->second.address)[2];
+  }
+  dlclose(library);
+  Dl_info info;
+  link_map* ld_so = nullptr;
+  if (resolver == 0 ||
+      dladdr1(reinterpret_cast<void*>(resolver), &info, reinterpret_cast<void**>(&ld_so),
+              RTLD_DL_LINKMAP) == 0 ||
+      ld_so == nullptr || !SameFile(info.dli_fname, kLdSo)) {
+    return false;
+  }
+  *address = resolver - ld_so->l_addr;
   return true;
 }
 
@@ -413,6 +490,9 @@ TEST(UnwindTableTest, SystemLibc) {
             << " outermost, " << kinds[UnwindKind::kPlt] << " PLT rows\n";
   EXPECT_GT(table->functions, 1000u);
   EXPECT_LT(table->unsupported * 100, table->rows.size());
+  // Rules not followed are kUnsupported rows (adjacent ones merged), not kNone.
+  EXPECT_LE(kinds[UnwindKind::kUnsupported], table->unsupported);
+  EXPECT_EQ(kinds[UnwindKind::kUnsupported] > 0, table->unsupported > 0);
   EXPECT_GE(kinds[UnwindKind::kSignal], 1u);
   EXPECT_GE(kinds[UnwindKind::kOutermost], 1u);  // clone and clone3's child side
   uint64_t trampoline = 0;
@@ -423,10 +503,53 @@ TEST(UnwindTableTest, SystemLibc) {
   EXPECT_EQ(RuleAt(*table, trampoline), Rule(UnwindKind::kSignal)) << std::hex << trampoline;
 }
 
+// ld.so's lazy binding trampoline keeps the CFA in rbx while it saves the
+// registers (push %rbx; mov %rsp,%rbx; and $-64,%rsp; ...): kCfaRegister,
+// which a walker follows at the leaf. Before, it was a rule not followed,
+// and the first call of every lazily bound function was cut there.
+TEST(UnwindTableTest, SystemLdSoCfaFromRbx) {
+  if (access(kLdSo, R_OK) != 0) GTEST_SKIP() << kLdSo << " is not here";
+  const auto table = CompileFile(kLdSo);
+  ASSERT_TRUE(table.ok()) << table.status();
+  size_t from_rbx = 0, from_others = 0;
+  for (const UnwindRow& row : table->rows) {
+    if (row.kind != UnwindKind::kCfaRegister) continue;
+    EXPECT_LE(row.cfa_register, 15) << std::hex << "at 0x" << row.address;
+    EXPECT_NE(row.cfa_register, 6) << std::hex << "rbp is kCfaRbp, at 0x" << row.address;
+    EXPECT_NE(row.cfa_register, 7) << std::hex << "rsp is kCfaRsp, at 0x" << row.address;
+    ++(row.cfa_register == kRbx ? from_rbx : from_others);
+  }
+  auto kinds = KindsOf(*table);
+  std::cout << kLdSo << ": " << table->rows.size() << " rows, " << table->functions
+            << " functions, " << from_rbx << " CFA from rbx, " << from_others
+            << " from other registers, " << table->unsupported << " unsupported ("
+            << kinds[UnwindKind::kUnsupported] << " rows)\n";
+  // The three trampolines (xsavec, xsave, fxsave), and the TLS descriptor ones.
+  EXPECT_GE(from_rbx, 3u);
+  EXPECT_LE(table->unsupported, 10u);
+  EXPECT_LT(table->unsupported * 100, table->rows.size());
+
+  uint64_t trampoline = 0;
+  if (!LazyBindingTrampolineInLdSo(&trampoline)) {
+    std::cout << "the lazy binding trampoline was not found: checked by its rows only\n";
+    return;
+  }
+  const ElfLayout layout = LayoutOf(kLdSo);
+  const std::string code = CodeAt(kLdSo, layout, {trampoline, trampoline + 4});
+  ASSERT_EQ(code, std::string("\x53\x48\x89\xe3", 4))
+      << std::hex << "at 0x" << trampoline << ": not push %rbx; mov %rsp,%rbx";
+  // The PLT pushed two words before jumping here.
+  EXPECT_EQ(RuleAt(*table, trampoline), Rule(UnwindKind::kCfaRsp, 24)) << std::hex << trampoline;
+  EXPECT_EQ(RuleAt(*table, trampoline + 1), Rule(UnwindKind::kCfaRsp, 32));
+  EXPECT_EQ(RuleAt(*table, trampoline + 4),
+            (UnwindRow{.kind = UnwindKind::kCfaRegister, .cfa_offset = 32, .cfa_register = kRbx}))
+      << std::hex << "at 0x" << trampoline + 4;
+}
+
 // Sizes for the BPF map that will hold these tables.
 TEST(UnwindTableTest, FiguresForSystemFiles) {
   for (const char* path :
-       {kLibc, "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/bin/python3.11"}) {
+       {kLibc, kLdSo, "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/bin/python3.11"}) {
     if (access(path, R_OK) != 0) {
       std::cout << path << ": not here\n";
       continue;
@@ -441,7 +564,9 @@ TEST(UnwindTableTest, FiguresForSystemFiles) {
     std::cout << path << ": " << table->rows.size() << " rows (" << kinds[UnwindKind::kCfaRsp]
               << " rsp, " << kinds[UnwindKind::kCfaRbp] << " rbp, " << kinds[UnwindKind::kNone]
               << " none, " << kinds[UnwindKind::kPlt] << " plt, " << kinds[UnwindKind::kSignal]
-              << " signal, " << kinds[UnwindKind::kOutermost] << " outermost), " << table->functions
+              << " signal, " << kinds[UnwindKind::kOutermost] << " outermost, "
+              << kinds[UnwindKind::kCfaRegister] << " other register, "
+              << kinds[UnwindKind::kUnsupported] << " unsupported), " << table->functions
               << " functions, " << table->unsupported << " unsupported, " << took / 1000.0
               << " ms\n";
     const std::string name = std::string(path).substr(std::string(path).rfind('/') + 1);
