@@ -633,9 +633,37 @@ absl::StatusOr<UnwindTable> CompileUnwindTable(int fd) {
     return from_debug_frame.ok() || !from_eh_frame ? from_debug_frame : *std::move(from_eh_frame);
   }
   if (from_debug_frame.ok() && from_debug_frame->functions > (*from_eh_frame)->functions) {
+    // What only .eh_frame describes (_start's outermost rule, the PLT) stays.
+    from_debug_frame->rows = Overlay(from_debug_frame->rows, (*from_eh_frame)->rows);
     return from_debug_frame;
   }
   return *std::move(from_eh_frame);
+}
+
+std::vector<UnwindRow> Overlay(const std::vector<UnwindRow>& primary,
+                               const std::vector<UnwindRow>& secondary) {
+  std::vector<uint64_t> bounds;
+  bounds.reserve(primary.size() + secondary.size());
+  for (const UnwindRow& row : primary) bounds.push_back(row.address);
+  for (const UnwindRow& row : secondary) bounds.push_back(row.address);
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  std::vector<UnwindRow> merged;
+  for (uint64_t address : bounds) {
+    const UnwindRow* first = FindUnwindRow(primary, address);
+    const UnwindRow* second = FindUnwindRow(secondary, address);
+    UnwindRow row = first != nullptr && first->kind != UnwindKind::kNone ? *first
+                    : second != nullptr                                   ? *second
+                                                                          : UnwindRow{};
+    row.address = address;
+    const bool same_rule = !merged.empty() && [&] {
+      UnwindRow previous = merged.back();
+      previous.address = address;
+      return previous == row;
+    }();
+    if (!same_rule && (!merged.empty() || row.kind != UnwindKind::kNone)) merged.push_back(row);
+  }
+  return merged;
 }
 
 const UnwindRow* FindUnwindRow(const std::vector<UnwindRow>& rows, uint64_t address) {

@@ -2,7 +2,7 @@
 // flat, sorted table of simple rules, so that a BPF program can walk the
 // user stacks of code built without frame pointers (the approach of the
 // OpenTelemetry eBPF profiler). Rules a BPF walker cannot follow become
-// kNone: the walk stops there rather than guessing.
+// kUnsupported: the walk stops there rather than guessing.
 #ifndef LOUPE_DAEMON_SYMBOLS_UNWIND_TABLE_H_
 #define LOUPE_DAEMON_SYMBOLS_UNWIND_TABLE_H_
 
@@ -57,6 +57,11 @@ inline constexpr size_t kMaxUnwindRows = size_t{8} << 20;
 // one), else from .debug_frame in the same file. Errors name the section and
 // what was wrong; the caller adds the file's name.
 absl::StatusOr<UnwindTable> CompileUnwindTable(int fd);
+
+// `primary`'s rules, and `secondary`'s where `primary` has none (kNone, or
+// before its first row): both sorted, the result too, adjacent rules merged.
+std::vector<UnwindRow> Overlay(const std::vector<UnwindRow>& primary,
+                               const std::vector<UnwindRow>& secondary);
 
 // The row that applies at `address`, or nullptr (before the first row).
 const UnwindRow* FindUnwindRow(const std::vector<UnwindRow>& rows, uint64_t address);

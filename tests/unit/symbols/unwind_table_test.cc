@@ -294,6 +294,8 @@ TEST(UnwindTableTest, ProgramWithItsCfiInDebugFrame) {
   }
   EXPECT_GE(table->functions, 4u);  // .debug_frame's: the 3 shapes and main
   EXPECT_EQ(table->unsupported, 0u);
+  // What only .eh_frame describes stays: _start's outermost rule.
+  EXPECT_EQ(RuleAt(*table, LayoutOf(path).entry), Rule(UnwindKind::kOutermost));
   // The same file with .debug_frame renamed away: .eh_frame alone describes
   // _start and the PLT, none of the functions.
   std::string copy = ReadFile(path);
@@ -307,6 +309,24 @@ TEST(UnwindTableTest, ProgramWithItsCfiInDebugFrame) {
   ASSERT_TRUE(eh_frame_only.ok()) << eh_frame_only.status();
   EXPECT_LT(eh_frame_only->functions, table->functions);
   EXPECT_EQ(RuleAt(*eh_frame_only, functions.at("shapes_leaf").start), Rule(UnwindKind::kNone));
+}
+
+// One table's rules over another's: the first wins where it has a rule.
+TEST(UnwindTableTest, OverlayFillsTheGapsOfTheFirstTableOnly) {
+  const UnwindRow rsp8{.address = 0x100, .kind = UnwindKind::kCfaRsp, .cfa_offset = 8};
+  const UnwindRow none{.address = 0x140, .kind = UnwindKind::kNone};
+  const UnwindRow outermost{.address = 0x80, .kind = UnwindKind::kOutermost};
+  const UnwindRow plt{.address = 0x120, .kind = UnwindKind::kPlt, .cfa_offset = 8};
+  const UnwindRow second_none{.address = 0x90, .kind = UnwindKind::kNone};
+  const UnwindRow late_plt{.address = 0x150, .kind = UnwindKind::kPlt, .cfa_offset = 8};
+  const std::vector<UnwindRow> merged =
+      Overlay({rsp8, none}, {outermost, second_none, plt, late_plt});
+  ASSERT_EQ(merged.size(), 4u);
+  EXPECT_EQ(merged[0], outermost);                       // before the first table's rows
+  EXPECT_EQ(merged[1], second_none);                     // neither has a rule
+  EXPECT_EQ(merged[2], rsp8);                            // the first wins over 0x120's PLT
+  EXPECT_EQ(merged[3], (UnwindRow{.address = 0x140, .kind = UnwindKind::kPlt, .cfa_offset = 8}));
+  EXPECT_EQ(FindUnwindRow(merged, 0x160)->kind, UnwindKind::kPlt);  // 0x150's: the same rule
 }
 
 TEST(UnwindTableTest, LazyPltEntriesAreKPlt) {
