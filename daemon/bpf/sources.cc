@@ -154,7 +154,7 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
     // Kernel stacks at switch-out start in __schedule: the frames before
     // it are the tracer's. Without kallsyms they are kept (and shown).
     if (std::optional<std::pair<uint64_t, uint64_t>> schedule =
-            symbols::KernelSymbols::Load().Range("__schedule")) {
+            symbols::KernelSymbols::FunctionRange("__schedule")) {
       (*sched)->rodata->cfg_schedule_start = schedule->first;
       (*sched)->rodata->cfg_schedule_end = schedule->second;
     }

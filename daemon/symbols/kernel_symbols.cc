@@ -4,6 +4,8 @@
 #include <charconv>
 #include <fstream>
 #include <iterator>
+#include <limits>
+#include <vector>
 #include <sstream>
 
 namespace loupe::symbols {
@@ -49,14 +51,29 @@ std::string KernelSymbols::Name(uint64_t address) const {
   return std::prev(after)->name;
 }
 
-std::optional<std::pair<uint64_t, uint64_t>> KernelSymbols::Range(std::string_view name) const {
-  auto found = std::ranges::find_if(
-      symbols_, [name](const Symbol& s) { return s.address != 0 && s.name == name; });
-  if (found == symbols_.end()) return std::nullopt;
-  auto next = std::find_if(found, symbols_.end(),
-                           [found](const Symbol& s) { return s.address > found->address; });
-  if (next == symbols_.end()) return std::nullopt;
-  return std::pair{found->address, next->address};
+std::optional<std::pair<uint64_t, uint64_t>> KernelSymbols::FunctionRange(std::string_view name) {
+  // Addresses only, read as a stream: the whole table with its names would
+  // be tens of MB at the peak of a session's start.
+  std::ifstream in("/proc/kallsyms");
+  std::vector<uint64_t> text;
+  uint64_t start = 0;
+  std::string address, type, symbol;
+  while (in >> address >> type >> symbol) {
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    if (type != "t" && type != "T") continue;
+    uint64_t value = 0;
+    auto [end, error] = std::from_chars(address.data(), address.data() + address.size(), value, 16);
+    if (error != std::errc() || value == 0) continue;
+    text.push_back(value);
+    if (symbol == name && start == 0) start = value;
+  }
+  if (start == 0) return std::nullopt;
+  uint64_t next = UINT64_MAX;
+  for (uint64_t value : text) {
+    if (value > start && value < next) next = value;
+  }
+  if (next == UINT64_MAX) return std::nullopt;
+  return std::pair{start, next};
 }
 
 }  // namespace loupe::symbols
