@@ -79,34 +79,6 @@ static inline void service_sleep_ns(uint64_t ns)
 		;
 }
 
-/* A frame-pointer walk loses the direct caller of a libc function that keeps
- * no frame pointer (Debian's libc keeps none) until Loupe unwinds from CFI
- * (issue 16): it resumes at the caller's caller. The services block in libc
- * through these one-line helpers, which keep a frame and do not tail-call,
- * so the walk resumes exactly at the function under test. */
-#define SERVICE_BLOCKING __attribute__((noinline, unused)) static
-SERVICE_BLOCKING void service_lock(pthread_mutex_t *mutex)
-{
-	pthread_mutex_lock(mutex);
-	__asm__ volatile("" ::: "memory");
-}
-
-SERVICE_BLOCKING ssize_t service_read(int fd, void *buffer, size_t size)
-{
-	ssize_t n = read(fd, buffer, size);
-
-	__asm__ volatile("" ::: "memory");
-	return n;
-}
-
-SERVICE_BLOCKING int service_nanosleep(struct timespec *ts)
-{
-	int result = nanosleep(ts, ts);
-
-	__asm__ volatile("" ::: "memory");
-	return result;
-}
-
 static inline pid_t service_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
 static inline void service_die(const char *what)

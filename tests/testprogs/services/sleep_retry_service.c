@@ -17,7 +17,7 @@ __attribute__((noinline)) uint64_t retry_backoff(int attempt)
 	struct timespec ts = {0, (long)delay_ns};
 	uint64_t start = service_now_ns();
 
-	while (service_nanosleep(&ts) != 0 && errno == EINTR)
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 	return service_now_ns() - start;
 }
