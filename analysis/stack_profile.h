@@ -85,6 +85,8 @@ class StackProfile {
 
 // Frames of the tracer itself (the BPF program taking the stack, the
 // tracepoint that called it): they say nothing about the traced thread.
+// louped leaves them out at capture (bpf/include/unwind.bpf.h); traces
+// written before that, or where kallsyms hid __schedule, still have them.
 bool IsTracerFrame(const NamedFrame& frame);
 
 }  // namespace loupe::analysis
