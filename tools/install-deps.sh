@@ -17,6 +17,8 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev systemtap-sdt-dev
   bpftrace linux-perf golang-go openssl procps util-linux time bc systemd yamllint python3-yaml
+  # libc's local symbols (memcpy variants, lock internals) that stack tests name
+  libc6-dbg
 )
 
 missing=()
