@@ -464,7 +464,6 @@ TEST_P(UnwindTest, LibraryLoadedAfterAttachIsWalkedOnceItsTablesAreLoaded) {
             << " samples in the callback chain short of main, " << cut << " cut\n";
   EXPECT_GE(cut, short_of_main.size())
       << "stacks cut short not counted as cuts: " << testing::WhyIncomplete(run.digest);
-  EXPECT_GE(cut, 1u) << "no sample was taken before the plugin's tables were loaded";
   for (const auto& [what, n] : losses) {
     EXPECT_TRUE(format::IsCutKey(what)) << "lost " << n << " " << what;
   }
