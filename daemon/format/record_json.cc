@@ -2,8 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 namespace loupe::format {
 namespace {
+
+// Numbers straight into the line: fmt's back_inserter grows the string a
+// character at a time, which was a third of the JSON export's time.
+template <typename T>
+void AppendNumber(T value, std::string* out, int base = 10) {
+  char digits[24];
+  const auto [end, error] = std::to_chars(digits, digits + sizeof digits, value, base);
+  out->append(digits, end);
+}
 
 class JsonObject {
  public:
@@ -12,12 +23,12 @@ class JsonObject {
 
   JsonObject& Num(std::string_view key, uint64_t v) {
     Key(key);
-    fmt::format_to(std::back_inserter(*out_), "{}", v);
+    AppendNumber(v, out_);
     return *this;
   }
   JsonObject& Int(std::string_view key, int64_t v) {
     Key(key);
-    fmt::format_to(std::back_inserter(*out_), "{}", v);
+    AppendNumber(v, out_);
     return *this;
   }
   JsonObject& Str(std::string_view key, std::string_view v) {
@@ -34,7 +45,9 @@ class JsonObject {
     Key(key);
     out_->push_back('[');
     for (size_t i = 0; i < frames.size(); ++i) {
-      fmt::format_to(std::back_inserter(*out_), "{}\"0x{:x}\"", i ? "," : "", frames[i]);
+      out_->append(i ? ",\"0x" : "\"0x");
+      AppendNumber(frames[i], out_, 16);
+      out_->push_back('"');
     }
     out_->push_back(']');
     return *this;
@@ -152,7 +165,16 @@ struct PayloadJson {
 
 void AppendJsonString(std::string_view text, std::string* out) {
   out->push_back('"');
-  for (unsigned char c : text) {
+  // Runs that need no escaping go in whole.
+  size_t plain = 0;
+  const auto flush = [&](size_t until) {
+    out->append(text.data() + plain, until - plain);
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') continue;
+    flush(i);
+    plain = i + 1;
     switch (c) {
       case '"':
         *out += "\\\"";
@@ -170,13 +192,10 @@ void AppendJsonString(std::string_view text, std::string* out) {
         *out += "\\r";
         break;
       default:
-        if (c < 0x20 || c >= 0x7f) {
-          fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
+        fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
     }
   }
+  flush(text.size());
   out->push_back('"');
 }
 
