@@ -252,7 +252,10 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   std::unique_ptr<Sources> sources(new Sources());
   sources->unwind_tables_ = options.unwind == Unwind::kTables &&
                             (options.cpu || (options.sched && options.offcpu_user_stacks));
-  if (sources->unwind_tables_) sources->unwind_.Prepare(tgids);
+  if (sources->unwind_tables_) {
+    sources->unwind_.set_credentials(options.credentials);
+    sources->unwind_.Prepare(tgids);
+  }
   const WakerContextPath waker_context = ProbeWakerContext();
   // Feature probe: BTF-typed tracepoints where the kernel has them.
   absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true, waker_context.preempt_count);

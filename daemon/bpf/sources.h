@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/base/scoped_fd.h"
+#include "daemon/base/credentials.h"
 #include "daemon/bpf/ring_buffer.h"
 #include "daemon/bpf/unwind_maps.h"
 #include "daemon/probes/probe_plan.h"
@@ -46,6 +48,9 @@ struct SourceOptions {
   // counted as cut, which is not a loss).
   uint32_t usdt_string_cap = LOUPE_USDT_DEFAULT_STRING;
   Unwind unwind = Unwind::kTables;
+  // The caller's file rights, for the files whose unwind tables are read
+  // (nullopt: louped's own, for root and in-process sessions).
+  std::optional<Credentials> credentials;
 };
 
 absl::Status ValidateSourceOptions(const SourceOptions& options);

@@ -106,7 +106,13 @@ UnwindMaps::FileTable& UnwindMaps::TableFor(uint32_t pid, const symbols::Mapping
   auto known = files_.find(key);
   if (known != files_.end()) return known->second;
   FileTable& table = files_[key];
-  absl::StatusOr<symbols::ObjectFile> object = symbols::OpenObject(pid, mapping);
+  // A table is read from the file as the caller could read it: a binary
+  // the caller may only execute stays out (its stacks stop there).
+  absl::StatusOr<symbols::ObjectFile> object = [&]() -> absl::StatusOr<symbols::ObjectFile> {
+    ScopedFsCredentials as_caller;
+    if (absl::Status taken = as_caller.Take(credentials_); !taken.ok()) return taken;
+    return symbols::OpenObject(pid, mapping);
+  }();
   if (!object.ok()) {
     notes_.push_back(fmt::format("{}: frame pointers only: {}", mapping.path,
                                  std::string(object.status().message())));

@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "daemon/base/credentials.h"
 #include "daemon/symbols/process_maps.h"
 #include "shared/records.h"
 
@@ -42,6 +44,10 @@ class UnwindMaps {
     uint64_t loads = 0;           // process loads, attach and refreshes
   };
 
+  // Files are opened with these rights: the caller's (nullopt: louped's).
+  void set_credentials(std::optional<Credentials> credentials) {
+    credentials_ = std::move(credentials);
+  }
   // Compiles the tables of `tgids`' files before the maps are created, so
   // the row map can be sized to them: rows_to_reserve() after this.
   void Prepare(const std::vector<uint32_t>& tgids);
@@ -77,6 +83,7 @@ class UnwindMaps {
   void ForgetProcess(uint32_t tgid);
 
   Maps maps_{};
+  std::optional<Credentials> credentials_;
   std::map<FileKey, FileTable> files_;
   struct Process {
     std::vector<loupe_unwind_key> keys;

@@ -105,7 +105,8 @@ absl::StatusOr<session::SessionOptions> BuildSessionOptions(const session::Sessi
       !status.ok()) {
     return status;
   }
-  options.probes.credentials = options.writer.credentials = CallerFileRights(caller);
+  options.probes.credentials = options.writer.credentials = options.sources.credentials =
+      CallerFileRights(caller);
   if (!request.content_policy().empty()) {
     absl::StatusOr<session::ContentPolicy> policy =
         session::ParseContentPolicy(request.content_policy());
