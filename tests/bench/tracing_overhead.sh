@@ -110,16 +110,8 @@ report 1 pp_untraced pp_untraced pp_loupe_sched pp_loupe_sched_unwind_fp pp_perf
 # tracectl holds open count (bpftool lists every loaded copy: other
 # sessions', tests'), found through /proc/PID/fdinfo.
 
-# prog_stats PID NAME: "RUNS NS PROGRAMS" summed over the programs named NAME
-# that process PID holds open.
-prog_stats() {
-  local id
-  for id in $(grep -hs '^prog_id:' /proc/"$1"/fdinfo/* | awk '{print $2}' | sort -un); do
-    bpftool prog show id "$id" 2> /dev/null || true  # the first line of each names it
-  done | awk -v name="$2" '$0 ~ " name " name " " { ++k
-    for (i = 1; i <= NF; ++i) { if ($i == "run_time_ns") t += $(i+1); if ($i == "run_cnt") n += $(i+1) } }
-    END { printf "%d %d %d\n", n, t, k }'
-}
+# shellcheck source=prog_stats.sh
+source "$(dirname "$0")/prog_stats.sh"
 
 # bpf_case LABEL PROGRAM MODE N TRACECTL-ARGS...: the target does N units of work
 # (far more than the 2.5 s of tracing need) and is stopped after the reading.
