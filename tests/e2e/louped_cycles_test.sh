@@ -3,7 +3,7 @@
 # started and ended through louped, its resident memory, open fds and BPF
 # programs, maps and links are back at their baseline (taken after a few
 # warm-up cycles) within 10 %; its memory within 10 % of what it settles at
-# by cycle 50, and within 8 MiB of the baseline. An ended session must release its BPF
+# by cycle 50, and within 12 MiB of the baseline. An ended session must release its BPF
 # objects, rings, fds, threads and memory at once.
 #   louped_cycles_test.sh LOUPED TRACECTL APP [CYCLES]
 set -euo pipefail
@@ -68,12 +68,13 @@ for i in $(seq 1 "$cycles"); do
   fi
 done
 measure
-# Memory: malloc's per-thread arenas and gRPC's pools grow over the first
-# tens of sessions (measured: +3 MiB by cycle 50, then flat within 0.3 MiB);
-# a leak keeps growing. So: within 10 % of the figure at cycle 50, and never
-# more than 8 MiB above the baseline.
+# Memory: malloc's arenas, gRPC's pools and the buffers of compiling unwind
+# tables grow over the first tens of sessions (measured: +8 MiB by cycle 50
+# from a 22.6 MiB baseline, then +0.7 MiB over the next 150); a leak keeps
+# growing. So: within 10 % of the figure at cycle 50, and never more than
+# 12 MiB above the baseline.
 check "resident KiB" "$settled_rss" "$rss"
-[ "$rss" -le $(( base_rss + 8192 )) ] || fail "resident KiB: $rss, over 8 MiB above the baseline $base_rss"
+[ "$rss" -le $(( base_rss + 12288 )) ] || fail "resident KiB: $rss, over 12 MiB above the baseline $base_rss"
 check "open fds" "$base_fds" "$fds"
 check "BPF programs held" "$base_progs" "$progs"
 check "BPF maps held" "$base_maps" "$maps"
