@@ -1,12 +1,15 @@
-// Encode + zstd + write throughput of the segment writer, and bytes per event
-// on disk, for the synthetic mix (tools/synthetic/synthetic_trace.h). Runs on
-// one core: the writer is single-threaded.
+// Encode + zstd + write throughput of the segment writer, bytes per event on
+// disk, and read + zstd + decode throughput of the segment reader, for the
+// synthetic mix (tools/synthetic/synthetic_trace.h). Runs on one core: the
+// writer and the reader are single-threaded.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <vector>
 
+#include "daemon/format/segment_reader.h"
 #include "daemon/format/segment_writer.h"
 #include "tools/synthetic/synthetic_trace.h"
 
@@ -31,24 +34,39 @@ const std::vector<format::Record>& Mix(bool bursty) {
   return generated[bursty]->records;
 }
 
+std::string BenchDirectory() {
+  return std::filesystem::temp_directory_path() / ("loupe-bench-" + std::to_string(getpid()));
+}
+
+std::unique_ptr<format::SegmentWriter> WriteMix(const std::string& dir,
+                                                const std::vector<format::Record>& records,
+                                                int zstd_level, benchmark::State& state) {
+  format::WriterOptions options{.directory = dir, .session_id = "bench"};
+  options.zstd_level = zstd_level;
+  options.max_total_size = 64ull << 30;
+  auto writer = format::SegmentWriter::Create(options, {});
+  if (!writer.ok()) {
+    state.SkipWithError("cannot create the writer");
+    return nullptr;
+  }
+  for (const format::Record& record : records) {
+    if (!(*writer)->Append(record).ok()) state.SkipWithError("append failed");
+  }
+  if (!(*writer)->Close().ok()) state.SkipWithError("close failed");
+  return std::move(*writer);
+}
+
 void BM_WriteSegments(benchmark::State& state) {
   const std::vector<format::Record>& records = Mix(state.range(1) != 0);
-  const std::string dir =
-      std::filesystem::temp_directory_path() / ("loupe-bench-" + std::to_string(getpid()));
+  const std::string dir = BenchDirectory();
   uint64_t bytes = 0, events = 0;
   for (auto _ : state) {
     state.PauseTiming();
     std::filesystem::remove_all(dir);
-    format::WriterOptions options{.directory = dir, .session_id = "bench"};
-    options.zstd_level = static_cast<int>(state.range(0));
-    options.max_total_size = 64ull << 30;
-    auto writer = format::SegmentWriter::Create(options, {});
     state.ResumeTiming();
-    for (const format::Record& record : records) {
-      if (!(*writer)->Append(record).ok()) state.SkipWithError("append failed");
-    }
-    if (!(*writer)->Close().ok()) state.SkipWithError("close failed");
-    bytes += (*writer)->stats().bytes_written;
+    auto writer = WriteMix(dir, records, static_cast<int>(state.range(0)), state);
+    if (writer == nullptr) break;
+    bytes += writer->stats().bytes_written;
     events += records.size();
   }
   std::filesystem::remove_all(dir);
@@ -60,6 +78,31 @@ BENCHMARK(BM_WriteSegments)
     ->ArgNames({"zstd_level", "bursty"})
     ->ArgsProduct({{1, 3, 6}, {1, 0}})
     ->Unit(benchmark::kMillisecond);
+
+// Reading the segments of the bursty mix at the default level: file reads,
+// zstd, checksums and block decoding, record by record.
+void BM_ReadSegments(benchmark::State& state) {
+  const std::string dir = BenchDirectory();
+  std::filesystem::remove_all(dir);
+  auto writer = WriteMix(dir, Mix(true), 3, state);
+  if (writer == nullptr) return;
+  const std::vector<std::string> paths = writer->sealed_paths();
+  uint64_t events = 0;
+  for (auto _ : state) {
+    for (const std::string& path : paths) {
+      auto reader = format::SegmentReader::Open(path);
+      if (!reader.ok()) {
+        state.SkipWithError("cannot open a segment");
+        break;
+      }
+      format::Record record;
+      while ((*reader)->Next(&record)) ++events;
+    }
+  }
+  std::filesystem::remove_all(dir);
+  state.SetItemsProcessed(static_cast<int64_t>(events));
+}
+BENCHMARK(BM_ReadSegments)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace loupe
