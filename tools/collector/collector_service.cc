@@ -1,10 +1,10 @@
 #include "tools/collector/collector_service.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include "daemon/base/status_util.h"
 #include "daemon/ship/sha256.h"
+#include "tools/collector/segment_names.h"
 
 namespace loupe::collector {
 namespace {
@@ -65,7 +65,12 @@ grpc::Status CollectorService::Upload(
     return ToGrpc(valid);
   }
   const std::string key = IdentityKey(begin.id());
-  if (std::optional<v1::StoredSegment> stored = store_->Find(begin.id())) {
+  absl::StatusOr<std::optional<v1::StoredSegment>> found = store_->Find(begin);
+  if (!found.ok()) {
+    log_->error("upload {}: {}", key, MessageOf(found.status()));
+    return ToGrpc(found.status());
+  }
+  if (const std::optional<v1::StoredSegment>& stored = *found) {
     if (stored->sha256() != begin.sha256()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           fmt::format("segment {} is stored already with a different sha256 ({})",
@@ -132,9 +137,12 @@ grpc::Status CollectorService::ReceiveChunks(
       return grpc::Status::OK;
     }
     if (staged->offset() - synced >= kSyncEveryBytes) {
-      if (absl::Status durable = staged->Sync(); !durable.ok()) return ToGrpc(durable);
+      absl::StatusOr<uint64_t> durable = staged->Sync();
+      if (!durable.ok()) return ToGrpc(durable.status());
+      if (*durable > synced) stream->Write(Progress(*durable));
+      // Counted from what was asked for, so a backend that makes bytes
+      // durable in larger pieces is asked again only after as many more.
       synced = staged->offset();
-      stream->Write(Progress(synced));
     }
   }
   // Cut short (client gone, or the server is shutting down): what arrived
@@ -149,7 +157,12 @@ grpc::Status CollectorService::ListSegments(grpc::ServerContext* context,
                                             v1::ListSegmentsResponse* response) {
   absl::StatusOr<std::string> client = Authenticate(context);
   if (!client.ok()) return ToGrpc(client.status());
-  for (v1::StoredSegment& segment : store_->List(*request)) {
+  absl::StatusOr<std::vector<v1::StoredSegment>> listed = store_->List(*request);
+  if (!listed.ok()) {
+    log_->error("list: {}", MessageOf(listed.status()));
+    return ToGrpc(listed.status());
+  }
+  for (v1::StoredSegment& segment : *listed) {
     *response->add_segments() = std::move(segment);
   }
   return grpc::Status::OK;
@@ -160,18 +173,17 @@ grpc::Status CollectorService::FetchSegment(grpc::ServerContext* context,
                                             grpc::ServerWriter<v1::FetchSegmentChunk>* writer) {
   absl::StatusOr<std::string> client = Authenticate(context);
   if (!client.ok()) return ToGrpc(client.status());
-  absl::StatusOr<ScopedFd> fd = store_->OpenStored(request->name());
-  if (!fd.ok()) return ToGrpc(fd.status());
-  std::string buffer(kMaxChunkBytes, '\0');
   v1::FetchSegmentChunk chunk;
-  for (;;) {
-    const ssize_t got = ::read(fd->get(), buffer.data(), buffer.size());
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return ToGrpc(ErrnoStatus("read", request->name()));
-    if (got == 0) return grpc::Status::OK;
-    chunk.set_data(buffer.data(), static_cast<size_t>(got));
-    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "reader went away");
-  }
+  bool reader_gone = false;
+  absl::Status fetched =
+      store_->Fetch(request->name(), kMaxChunkBytes, [&](std::string_view piece) {
+        chunk.set_data(piece.data(), piece.size());
+        reader_gone = !writer->Write(chunk);
+        return !reader_gone;
+      });
+  if (!fetched.ok()) return ToGrpc(fetched);
+  if (reader_gone) return grpc::Status(grpc::StatusCode::CANCELLED, "reader went away");
+  return grpc::Status::OK;
 }
 
 }  // namespace loupe::collector

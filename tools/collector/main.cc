@@ -15,6 +15,7 @@
 #include "daemon/base/status_util.h"
 #include "daemon/ship/collector_connection.h"
 #include "tools/collector/collector_service.h"
+#include "tools/collector/fs_segment_store.h"
 
 namespace {
 
@@ -70,7 +71,7 @@ int Run(const Flags& flags) {
     log->error("{}", loupe::MessageOf(credentials.status()));
     return 2;
   }
-  auto store = loupe::collector::SegmentStore::Open(
+  auto store = loupe::collector::FsSegmentStore::Open(
       {.root = flags.store, .max_total_bytes = flags.max_total_size, .max_age_s = flags.max_age_s},
       log);
   if (!store.ok()) {

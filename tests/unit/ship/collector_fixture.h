@@ -16,6 +16,7 @@
 #include "tests/support/sample_segments.h"
 #include "tests/support/temp_dir.h"
 #include "tools/collector/collector_service.h"
+#include "tools/collector/fs_segment_store.h"
 
 namespace loupe::testing {
 
@@ -35,7 +36,7 @@ class CollectorFixture : public ::testing::Test {
   void TearDown() override { StopServer(); }
 
   void StartServer(collector::StoreOptions options) {
-    auto store = collector::SegmentStore::Open(options, log_);
+    auto store = collector::FsSegmentStore::Open(options, log_);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     auto auth = collector::TokenAuth::Load(tokens_path());
@@ -112,7 +113,7 @@ class CollectorFixture : public ::testing::Test {
 
   TempDir root_, local_;
   std::shared_ptr<spdlog::logger> log_;
-  std::unique_ptr<collector::SegmentStore> store_;
+  std::unique_ptr<collector::FsSegmentStore> store_;
   std::unique_ptr<collector::CollectorService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
