@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   const uint64_t per_client = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 4;
   loupe::testing::TempDir work;
   const std::string store = work.path() + "/store", port_file = work.path() + "/port";
-  std::ofstream(work.path() + "/tokens") << "bench bench-token-0123456789\n";
+  std::ofstream(work.path() + "/tokens") << "bench bench-token-0123456789 upload=test-host\n";
   std::ofstream(work.path() + "/token") << "bench-token-0123456789\n";
 
   std::vector<Batch> batches;

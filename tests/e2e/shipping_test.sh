@@ -29,7 +29,7 @@ fi
 work=$(mktemp -d)
 store="$work/store" traces="$work/traces" sock="$work/louped.sock"
 token=shipper-token-0123456789
-echo "daemon-a $token" > "$work/tokens"
+echo "daemon-a $token upload=* read=*" > "$work/tokens"
 echo "$token" > "$work/token"
 echo "wrong-token-9876543210" > "$work/wrong_token"
 coll= daemon= app_pid=

@@ -18,6 +18,19 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(MessageOf(status)));
 }
 
+// A refusal naming the client, the action, the host and what the client
+// is granted instead, so an operator sees which tokens-file line to change.
+grpc::Status Denied(const Client& client, std::string_view action, std::string_view host,
+                    std::string_view grant_key, const HostPatterns& grant) {
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      fmt::format("client {} may not {} host {} (the tokens file grants it {}={})",
+                                  client.name, action, host, grant_key, grant.ToString()));
+}
+
+// The host of a stored segment's name: names are "<host>/<date>/<file>"
+// (segment_store.h), and only names of stored segments are ever opened.
+std::string_view HostOfName(std::string_view name) { return name.substr(0, name.find('/')); }
+
 v1::UploadResponse Progress(uint64_t offset) {
   v1::UploadResponse response;
   response.mutable_progress()->set_offset(offset);
@@ -26,8 +39,9 @@ v1::UploadResponse Progress(uint64_t offset) {
 
 }  // namespace
 
-absl::StatusOr<std::string> CollectorService::Authenticate(grpc::ServerContext* context) const {
-  if (!auth_) return std::string("anonymous");
+absl::StatusOr<const Client*> CollectorService::Authenticate(
+    grpc::ServerContext* context) const {
+  if (!auth_) return &anonymous_;
   const auto& metadata = context->client_metadata();
   auto found = metadata.find("authorization");
   if (found == metadata.end()) return auth_->Check(nullptr);
@@ -48,7 +62,7 @@ void CollectorService::Release(const std::string& key) {
 grpc::Status CollectorService::Upload(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::UploadResponse, v1::UploadRequest>* stream) {
-  absl::StatusOr<std::string> client = Authenticate(context);
+  absl::StatusOr<const Client*> client = Authenticate(context);
   if (!client.ok()) {
     log_->warn("upload from {} refused: {}", context->peer(), MessageOf(client.status()));
     return ToGrpc(client.status());
@@ -61,8 +75,17 @@ grpc::Status CollectorService::Upload(
   }
   const v1::UploadBegin& begin = request.begin();
   if (absl::Status valid = store_->ValidateBegin(begin); !valid.ok()) {
-    log_->warn("upload from {} ({}) refused: {}", *client, context->peer(), MessageOf(valid));
+    log_->warn("upload from {} ({}) refused: {}", (*client)->name, context->peer(),
+               MessageOf(valid));
     return ToGrpc(valid);
+  }
+  // Before anything about the segment is looked up: a client learns nothing
+  // of hosts it may not upload as, and can stage nothing under their names.
+  if (!(*client)->upload.Matches(begin.id().host())) {
+    grpc::Status denied =
+        Denied(**client, "upload as", begin.id().host(), "upload", (*client)->upload);
+    log_->warn("upload from {} refused: {}", context->peer(), denied.error_message());
+    return denied;
   }
   const std::string key = IdentityKey(begin.id());
   absl::StatusOr<std::optional<v1::StoredSegment>> found = store_->Find(begin);
@@ -98,13 +121,14 @@ grpc::Status CollectorService::Upload(
     return ToGrpc(staged.status());
   }
   if ((*staged)->offset() > 0) {
-    log_->info("upload {} from {}: resuming at byte {} of {}", key, *client, (*staged)->offset(),
+    log_->info("upload {} from {}: resuming at byte {} of {}", key, (*client)->name,
+               (*staged)->offset(),
                begin.size());
   }
   if (!stream->Write(Progress((*staged)->offset()))) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
   }
-  return ReceiveChunks(stream, *std::move(staged), *client);
+  return ReceiveChunks(stream, *std::move(staged), (*client)->name);
 }
 
 grpc::Status CollectorService::ReceiveChunks(
@@ -155,15 +179,26 @@ grpc::Status CollectorService::ReceiveChunks(
 grpc::Status CollectorService::ListSegments(grpc::ServerContext* context,
                                             const v1::ListSegmentsRequest* request,
                                             v1::ListSegmentsResponse* response) {
-  absl::StatusOr<std::string> client = Authenticate(context);
+  absl::StatusOr<const Client*> client = Authenticate(context);
   if (!client.ok()) return ToGrpc(client.status());
+  const Client& reader = **client;
+  if (!request->host().empty() && !reader.read.Matches(request->host())) {
+    return Denied(reader, "list segments of", request->host(), "read", reader.read);
+  }
+  if (reader.read.empty()) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        fmt::format("client {} may not list segments: the tokens file grants it read=(none)",
+                    reader.name));
+  }
+  // Every host, asked by a client that may read some: those it may read.
   absl::StatusOr<std::vector<v1::StoredSegment>> listed = store_->List(*request);
   if (!listed.ok()) {
     log_->error("list: {}", MessageOf(listed.status()));
     return ToGrpc(listed.status());
   }
   for (v1::StoredSegment& segment : *listed) {
-    *response->add_segments() = std::move(segment);
+    if (reader.read.Matches(segment.id().host())) *response->add_segments() = std::move(segment);
   }
   return grpc::Status::OK;
 }
@@ -171,8 +206,13 @@ grpc::Status CollectorService::ListSegments(grpc::ServerContext* context,
 grpc::Status CollectorService::FetchSegment(grpc::ServerContext* context,
                                             const v1::FetchSegmentRequest* request,
                                             grpc::ServerWriter<v1::FetchSegmentChunk>* writer) {
-  absl::StatusOr<std::string> client = Authenticate(context);
+  absl::StatusOr<const Client*> client = Authenticate(context);
   if (!client.ok()) return ToGrpc(client.status());
+  // Checked before the name is looked up, so a refused client cannot tell
+  // which names exist.
+  if (const std::string_view host = HostOfName(request->name()); !(*client)->read.Matches(host)) {
+    return Denied(**client, "fetch segments of", host, "read", (*client)->read);
+  }
   v1::FetchSegmentChunk chunk;
   bool reader_gone = false;
   absl::Status fetched =

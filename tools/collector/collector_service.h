@@ -1,5 +1,7 @@
 // The Collector gRPC service: uploads (staged, resumable, acknowledged once
-// durable), listing and fetching, each call authenticated by its token.
+// durable), listing and fetching, each call authenticated by its token and
+// allowed by the client's grants (token_auth.h): uploads only as hosts it
+// may upload as, lists and fetches only of hosts it may read.
 #ifndef LOUPE_TOOLS_COLLECTOR_COLLECTOR_SERVICE_H_
 #define LOUPE_TOOLS_COLLECTOR_COLLECTOR_SERVICE_H_
 
@@ -33,8 +35,8 @@ class CollectorService final : public v1::Collector::Service {
                             grpc::ServerWriter<v1::FetchSegmentChunk>* writer) override;
 
  private:
-  // The caller's client name, or the status to refuse the call with.
-  absl::StatusOr<std::string> Authenticate(grpc::ServerContext* context) const;
+  // The calling client, or the status to refuse the call with.
+  absl::StatusOr<const Client*> Authenticate(grpc::ServerContext* context) const;
   grpc::Status ReceiveChunks(
       grpc::ServerReaderWriter<v1::UploadResponse, v1::UploadRequest>* stream,
       std::unique_ptr<StagedUpload> staged, const std::string& client);
@@ -44,6 +46,8 @@ class CollectorService final : public v1::Collector::Service {
 
   SegmentStore* store_;
   std::optional<TokenAuth> auth_;
+  // Who calls when there is no authentication (--no-auth): may do anything.
+  const Client anonymous_{"anonymous", HostPatterns::Any(), HostPatterns::Any()};
   std::shared_ptr<spdlog::logger> log_;
   std::mutex mutex_;
   std::set<std::string> uploading_;

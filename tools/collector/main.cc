@@ -65,6 +65,7 @@ int Run(const Flags& flags) {
       return 2;
     }
     auth = *std::move(loaded);
+    for (const std::string& grants : auth->Describe()) log->info("tokens: {}", grants);
   }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(flags);
   if (!credentials.ok()) {
@@ -130,7 +131,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--store", flags.store, "folder the segments are kept in")->capture_default_str();
   app.add_option("--tokens-file", flags.tokens_file,
-                 "lines of '<client-name> <token>'; every call needs one of the tokens");
+                 "lines of '<client-name> <token> [upload=<hosts>] [read=<hosts>]'; every call "
+                 "needs one of the tokens. <hosts>: patterns like web-*,db-1 ('*': any run of "
+                 "characters). upload: hosts the client may ship segments as (default: the host "
+                 "named like the client; clients' upload patterns must not overlap); read: hosts "
+                 "whose segments it may list and fetch (default: none)");
   app.add_flag("--no-auth", flags.no_auth, "accept calls without a token (trusted networks only)");
   app.add_option("--tls-cert", flags.tls_cert, "PEM certificate chain; serves TLS when given");
   app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");

@@ -27,7 +27,8 @@ class CollectorFixture : public ::testing::Test {
 
   void SetUp() override {
     log_ = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-    std::ofstream(tokens_path()) << "# client token\nshipper " << kToken << "\n";
+    std::ofstream(tokens_path())
+        << "# client token grants\nshipper " << kToken << " upload=* read=*\n";
     std::ofstream(token_path()) << kToken << "\n";
     StartServer({.root = store_dir()});
     segments_ = WriteSampleSegments({.directory = local_.path(), .events = 150'000});

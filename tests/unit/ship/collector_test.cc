@@ -177,27 +177,5 @@ TEST_F(CollectorTest, RetentionEvictsTheOldestBeyondTheSizeLimit) {
   EXPECT_LE(store_->total_bytes(), two_newest);
 }
 
-TEST(TokenAuthTest, TheTokensFileIsCheckedLineByLine) {
-  testing::TempDir dir;
-  const std::string path = dir.path() + "/tokens";
-  std::ofstream(path) << "alpha 0123456789abcdef\nbeta\n";
-  auto loaded = collector::TokenAuth::Load(path);
-  ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.status().message().find(":2: expected '<client-name> <token>'"),
-            absl::string_view::npos)
-      << loaded.status();
-  std::ofstream(path) << "alpha short\n";
-  EXPECT_NE(collector::TokenAuth::Load(path).status().message().find("shorter than 16"),
-            absl::string_view::npos);
-  std::ofstream(path) << "# nobody\n";
-  EXPECT_NE(collector::TokenAuth::Load(path).status().message().find("holds no tokens"),
-            absl::string_view::npos);
-  std::ofstream(path) << "alpha 0123456789abcdef\nbeta 0123456789abcdef-b\n";
-  loaded = collector::TokenAuth::Load(path);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const std::string beta = "Bearer 0123456789abcdef-b";
-  EXPECT_EQ(*loaded->Check(&beta), "beta");
-}
-
 }  // namespace
 }  // namespace loupe
