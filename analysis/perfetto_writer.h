@@ -12,22 +12,27 @@
 //   - requests (shim operations) on a bounded set of lanes under "requests";
 //   - CPU samples as perf samples with interned callstacks;
 //   - a clock snapshot (monotonic as the trace clock, and realtime).
+// One packet sequence (analysis/perfetto_sequence.h) carries it all, with
+// names, annotation names, bounded annotation values and stacks interned
+// and timestamps delta-encoded, as Perfetto's own producers write.
 #ifndef LOUPE_ANALYSIS_PERFETTO_WRITER_H_
 #define LOUPE_ANALYSIS_PERFETTO_WRITER_H_
 
 #include <cstdint>
-#include <map>
 #include <ostream>
-#include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "analysis/perfetto_callstacks.h"
+#include "analysis/perfetto_sequence.h"
+#include "analysis/perfetto_track_event.h"
 #include "analysis/stack_profile.h"
 #include "analysis/thread_directory.h"
 #include "analysis/thread_timeline.h"
 #include "daemon/format/record.h"
-#include "perfetto/trace.pb.h"
 
 namespace loupe::analysis {
 
@@ -45,21 +50,34 @@ class PerfettoWriter {
   // Every record, in time order.
   void Add(const format::Record& record);
   // After the last record: the states still open, and what was not drawn.
+  // Everything is written to the stream by then.
   void Finish();
 
+  uint64_t bytes_written() const { return sequence_.bytes_written(); }
+
  private:
-  perfetto::TracePacket Packet(uint64_t time_ns);
-  void Emit(const perfetto::TracePacket& packet);
+  // Track uuids are dense (small varints); a kind and an id name a track.
+  enum class TrackKind : uint8_t {
+    kProcess,
+    kThread,
+    kScheduling,
+    kUprobe,
+    kCounter,
+    kRequests,
+    kRequestLane,
+    kLoss,
+  };
+  // The uuid of a track, and whether it is new (then describe it).
+  std::pair<uint64_t, bool> Track(TrackKind kind, uint64_t id);
+  void Describe(uint64_t uuid, uint64_t parent, std::string_view name);
   uint64_t ProcessTrack(uint32_t pid);
   uint64_t ThreadTrack(uint32_t tid, bool renamed = false);
-  uint64_t ChildTrack(uint64_t kind, uint32_t tid, const char* name);
+  uint64_t ChildTrack(TrackKind kind, uint32_t tid, std::string_view name);
   uint64_t CounterTrack(uint32_t pid, std::string_view name);
+  uint64_t RequestsTrack();
   uint64_t RequestLane(size_t lane);
-  void Descriptor(perfetto::TrackDescriptor descriptor);
-  perfetto::TrackEvent* Event(perfetto::TracePacket& packet, perfetto::TrackEvent::Type type,
-                              uint64_t track, std::string_view name);
-  // `begin` carries the name, arguments and flows; type and track are set here.
-  void Slice(uint64_t track, perfetto::TrackEvent begin, uint64_t begin_ns, uint64_t end_ns);
+  uint64_t LossTrack();
+  void EndSlice(uint64_t track, uint64_t time_ns);
   // One per record kind drawn (the scheduling kinds are the timeline's).
   void DrawSpanBegin(const format::Record& record, const format::SpanBegin& begin);
   void DrawSpanEnd(const format::Record& record);
@@ -69,20 +87,32 @@ class PerfettoWriter {
   void DrawUprobeCall(const format::Record& record, const format::UprobeReturn& ret);
   void DrawCounter(const format::Record& record, const format::Counter& counter);
   void DrawLoss(const format::Record& record, const format::Loss& loss);
-  void Sample(const format::Record& record, const format::CpuSample& sample);
+  void Sample(const format::Record& record, uint32_t stack);
   void OnInterval(const StateInterval& interval);
   void Blocked(const StateInterval& interval);
   void Runnable(const StateInterval& interval);
-  std::string Who(uint32_t tid) const;  // "name (tid N, process)"
+  // Annotation values, interned: "name (tid N, process)"; a stack's
+  // innermost application function; a stack in one line. Each is made once.
+  uint64_t Who(uint32_t tid);
+  uint64_t FunctionOf(uint32_t stack);
+  uint64_t StackLineOf(uint32_t stack);
+  std::string_view WaitName(uint32_t stack, uint32_t prev_state);
   void BeginRequest(const format::Record& record, const format::OperationBegin& begin);
   void EndRequest(const format::Record& record, const format::OperationEnd& end);
 
-  std::ostream& out_;
+  PerfettoSequence sequence_;
   StackProfile& stacks_;
+  PerfettoCallstacks callstacks_;
   ThreadDirectory threads_;
   ThreadTimeline timeline_;  // reads threads_
-  std::set<uint64_t> described_;
+  absl::flat_hash_map<std::pair<TrackKind, uint64_t>, uint64_t> tracks_;
+  std::string descriptor_;
   uint64_t last_ns_ = 0;
+  uint32_t record_stack_ = StackProfile::kNoStack;  // of the record being added
+  // Who(tid), forgotten whenever a thread or process is named.
+  absl::flat_hash_map<uint32_t, uint64_t> who_;
+  absl::flat_hash_map<uint32_t, uint64_t> function_of_, stack_line_of_;  // by stack id
+  absl::flat_hash_map<std::pair<uint32_t, uint32_t>, std::string_view> wait_names_;
   // A traced waker's flow, waiting for the woken thread's runnable slice
   // that starts at the wakeup: tid -> (wakeup time, flow id).
   absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> flows_;
@@ -91,9 +121,9 @@ class PerfettoWriter {
   absl::flat_hash_map<uint64_t, size_t> request_lanes_;
   std::vector<bool> lane_busy_;
   uint64_t requests_not_drawn_ = 0;
-  std::map<std::string, uint64_t> function_ids_;  // interned function names (= frame ids)
-  std::map<std::vector<uint64_t>, uint64_t> callstack_ids_;
-  std::string buffer_;
+  std::vector<Holder> holders_;  // scratch, for Runnable
+  std::vector<uint64_t> holder_names_;
+  std::vector<int64_t> holder_ns_;
 };
 
 }  // namespace loupe::analysis

@@ -19,6 +19,9 @@ packages=(
   bpftrace linux-perf golang-go openssl procps util-linux time bc systemd yamllint python3-yaml
   # libc's local symbols (memcpy variants, lock internals) that stack tests name
   libc6-dbg
+  # protobuf's .proto parser (compiler::Importer): the Perfetto export test
+  # decodes against Perfetto's own schema at run time
+  libprotoc-dev
 )
 
 missing=()

@@ -14,14 +14,13 @@
 #include "daemon/format/record_json.h"
 #include "daemon/format/trace_reader.h"
 #include "tools/tracectl/exit_codes.h"
-#include "analysis/perfetto_writer.h"
+#include "analysis/perfetto_export.h"
 #include "analysis/pprof_writer.h"
 #include "analysis/stack_profile.h"
 
 namespace loupe::tracectl {
 
 using analysis::NamedFrame;
-using analysis::PerfettoWriter;
 using analysis::PprofTimes;
 using analysis::StackProfile;
 using analysis::StackTotals;
@@ -85,32 +84,12 @@ absl::Status ExportFolded(const StackProfile& profile, bool off_cpu, const std::
   return output.Close(path);
 }
 
-// Two passes: the first only for the segments' symbol tables (each comes
-// after its events), the second streams packets out (and interns stacks).
 absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::TraceReader& trace,
                             const std::string& path) {
-  StackProfile names;
-  uint64_t monotonic = 0, realtime = 0;
-  {
-    absl::StatusOr<std::unique_ptr<format::TraceReader>> trace = format::TraceReader::Open(paths);
-    if (!trace.ok()) return trace.status();
-    format::Record record;
-    while ((*trace)->Next(&record)) {
-    }
-    for (const format::SegmentSummary& summary : (*trace)->summaries()) {
-      names.AddSymbols(summary.symbols);
-      if (monotonic == 0 && summary.header.has_clock()) {
-        monotonic = summary.header.clock().monotonic_ns();
-        realtime = summary.header.clock().realtime_ns();
-      }
-    }
-  }
   Output output(path);
-  PerfettoWriter writer(output.stream(), names);
-  writer.Start(monotonic, realtime);
-  format::Record record;
-  while (trace.Next(&record)) writer.Add(record);
-  writer.Finish();
+  if (absl::Status status = analysis::ExportPerfetto(paths, trace, output.stream()); !status.ok()) {
+    return status;
+  }
   return output.Close(path);
 }
 

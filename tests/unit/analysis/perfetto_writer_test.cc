@@ -1,5 +1,5 @@
-// The Perfetto export on hand-built traces, read back with our Perfetto
-// proto: a handler blocked on a lock shows a "lock" slice with its stack and
+// The Perfetto export on hand-built traces, read back against Perfetto's
+// official schema with the sequence's interning replayed: a handler blocked on a lock shows a "lock" slice with its stack and
 // its waker, a flow from the waker's wakeup to the handler's runnable slice,
 // and the runnable slice names the foreign thread that held its CPU; and
 // requests share a bounded set of lanes.
@@ -11,10 +11,15 @@
 #include <set>
 #include <sstream>
 
+#include "perfetto_decoder.h"
+
 namespace loupe::analysis {
 namespace {
 
 using format::Record;
+using testing::DecodedEvent;
+using testing::DecodedTrace;
+using testing::DecodedTrack;
 
 constexpr uint32_t kPid = 10, kHandler = 11, kWaker = 12, kNoisyPid = 98, kHog = 99;
 constexpr uint64_t kFutexFrame = 0xffffffff81000010, kMutexLock = 0x7f0000001000,
@@ -47,8 +52,8 @@ v1::SymbolTable Symbols() {
   return table;
 }
 
-// The export of `records`, parsed back.
-perfetto::Trace Export(const std::vector<Record>& records) {
+// The export of `records`, decoded as Perfetto would.
+DecodedTrace Export(const std::vector<Record>& records) {
   StackProfile stacks;
   stacks.AddSymbols(Symbols());
   std::ostringstream out;
@@ -56,32 +61,16 @@ perfetto::Trace Export(const std::vector<Record>& records) {
   writer.Start(1, 2);
   for (const Record& record : records) writer.Add(record);
   writer.Finish();
-  perfetto::Trace trace;
-  EXPECT_TRUE(trace.ParseFromString(out.str()));
+  DecodedTrace trace = testing::DecodePerfetto(out.str());
+  EXPECT_EQ(trace.problems, std::vector<std::string>{});
   return trace;
 }
 
-std::map<uint64_t, perfetto::TrackDescriptor> Tracks(const perfetto::Trace& trace) {
-  std::map<uint64_t, perfetto::TrackDescriptor> tracks;
-  for (const auto& packet : trace.packet()) {
-    if (packet.has_track_descriptor())
-      tracks[packet.track_descriptor().uuid()] = packet.track_descriptor();
-  }
-  return tracks;
-}
-
-const perfetto::TrackEvent* Named(const perfetto::Trace& trace, std::string_view name) {
-  for (const auto& packet : trace.packet()) {
-    if (packet.has_track_event() && packet.track_event().name() == name)
-      return &packet.track_event();
+const DecodedEvent* Named(const DecodedTrace& trace, std::string_view name) {
+  for (const DecodedEvent& event : trace.events) {
+    if (event.name == name) return &event;
   }
   return nullptr;
-}
-
-std::map<std::string, perfetto::DebugAnnotation> Args(const perfetto::TrackEvent& event) {
-  std::map<std::string, perfetto::DebugAnnotation> args;
-  for (const auto& arg : event.debug_annotations()) args[arg.name()] = arg;
-  return args;
 }
 
 // The handler takes a lock the waker holds: blocked 3 µs → 50 µs, then
@@ -122,37 +111,40 @@ std::vector<Record> LockWait() {
 }
 
 TEST(PerfettoWriterTest, BlockedSliceIsNamedByItsWaitWithStackAndWaker) {
-  const perfetto::Trace trace = Export(LockWait());
-  const perfetto::TrackEvent* lock = Named(trace, "lock");
+  const DecodedTrace trace = Export(LockWait());
+  const DecodedEvent* lock = Named(trace, "lock");
   ASSERT_NE(lock, nullptr);
-  EXPECT_EQ(Tracks(trace)[lock->track_uuid()].name(), "scheduling");
-  auto args = Args(*lock);
-  EXPECT_EQ(args["function"].string_value(), "lookup_shared_cache");
-  EXPECT_EQ(args["stack"].string_value(),
-            "futex_wait_queue [kernel] < pthread_mutex_lock < lookup_shared_cache");
-  EXPECT_EQ(args["waker"].string_value(), "janitor (tid 12, lock_service)");
-  EXPECT_EQ(args["waker_tid"].int_value(), kWaker);
+  EXPECT_EQ(lock->type, "TYPE_SLICE_BEGIN");
+  EXPECT_EQ(lock->time_ns, 3'000u);
+  EXPECT_EQ(trace.tracks.at(lock->track).name, "scheduling");
+  auto args = lock->args;
+  EXPECT_EQ(args["function"], "lookup_shared_cache");
+  EXPECT_EQ(args["stack"], "futex_wait_queue [kernel] < pthread_mutex_lock < lookup_shared_cache");
+  EXPECT_EQ(args["waker"], "janitor (tid 12, lock_service)");
+  EXPECT_EQ(args["waker_tid"], std::to_string(kWaker));
 }
 
 TEST(PerfettoWriterTest, FlowLinksTheWakersInstantToTheWokenSlice) {
-  const perfetto::Trace trace = Export(LockWait());
-  auto tracks = Tracks(trace);
-  const perfetto::TrackEvent* wakeup = Named(trace, "wakeup");
-  const perfetto::TrackEvent* runnable = Named(trace, "runnable");
+  const DecodedTrace trace = Export(LockWait());
+  const DecodedEvent* wakeup = Named(trace, "wakeup");
+  const DecodedEvent* runnable = Named(trace, "runnable");
   ASSERT_NE(wakeup, nullptr);
   ASSERT_NE(runnable, nullptr);
-  EXPECT_EQ(tracks[wakeup->track_uuid()].thread().tid(), static_cast<int32_t>(kWaker));
-  ASSERT_EQ(wakeup->flow_ids_size(), 1);
-  ASSERT_EQ(runnable->terminating_flow_ids_size(), 1);
-  EXPECT_EQ(wakeup->flow_ids(0), runnable->terminating_flow_ids(0));
-  EXPECT_EQ(runnable->track_uuid(), Named(trace, "lock")->track_uuid());
+  EXPECT_EQ(trace.tracks.at(wakeup->track).tid, kWaker);
+  EXPECT_EQ(wakeup->time_ns, 50'000u);
+  EXPECT_EQ(wakeup->args.at("woken"), "worker-0 (tid 11, lock_service)");
+  ASSERT_EQ(wakeup->flows.size(), 1u);
+  EXPECT_EQ(runnable->terminating_flows, wakeup->flows);
+  EXPECT_EQ(runnable->track, Named(trace, "lock")->track);
 }
 
 TEST(PerfettoWriterTest, RunnableSliceNamesItsCpuHolder) {
-  const perfetto::Trace trace = Export(LockWait());
-  const perfetto::TrackEvent* runnable = Named(trace, "runnable");
+  const DecodedTrace trace = Export(LockWait());
+  const DecodedEvent* runnable = Named(trace, "runnable");
   ASSERT_NE(runnable, nullptr);
-  EXPECT_EQ(Args(*runnable)["held by"].string_value(), "bg_compress (tid 99, noisy) 4.0 ms");
+  EXPECT_EQ(runnable->args.at("held by"), "bg_compress (tid 99, noisy)");
+  EXPECT_EQ(runnable->args.at("held by ns"), "4000000");
+  EXPECT_EQ(runnable->args.at("cpu"), "0");
 }
 
 // `count` requests, one begun every 100 ns, each lasting `length` ns (an
@@ -177,21 +169,19 @@ std::vector<Record> Requests(int count, uint64_t length) {
   return records;
 }
 
-std::set<std::string> LanesUsed(const perfetto::Trace& trace) {
-  auto tracks = Tracks(trace);
+std::set<std::string> LanesUsed(const DecodedTrace& trace) {
   std::set<std::string> lanes;
-  for (const auto& packet : trace.packet()) {
-    const auto& event = packet.track_event();
-    if (event.type() != perfetto::TrackEvent::TYPE_SLICE_BEGIN || event.name() != "get") continue;
-    const perfetto::TrackDescriptor& lane = tracks[event.track_uuid()];
-    EXPECT_EQ(tracks[lane.parent_uuid()].name(), "requests");
-    lanes.insert(lane.name());
+  for (const DecodedEvent& event : trace.events) {
+    if (event.type != "TYPE_SLICE_BEGIN" || event.name != "get") continue;
+    const DecodedTrack& lane = trace.tracks.at(event.track);
+    EXPECT_EQ(trace.tracks.at(lane.parent).name, "requests");
+    lanes.insert(lane.name);
   }
   return lanes;
 }
 
 TEST(PerfettoWriterTest, RequestsShareTheFewestLanes) {
-  const perfetto::Trace trace = Export(Requests(40, 1'000));  // 10 open at a time
+  const DecodedTrace trace = Export(Requests(40, 1'000));  // 10 open at a time
   const std::set<std::string> lanes = LanesUsed(trace);
   EXPECT_EQ(lanes.size(), 10u);
   EXPECT_TRUE(lanes.contains("requests 1"));
@@ -199,11 +189,36 @@ TEST(PerfettoWriterTest, RequestsShareTheFewestLanes) {
 }
 
 TEST(PerfettoWriterTest, RequestsBeyondTheLastLaneAreCounted) {
-  const perfetto::Trace trace = Export(Requests(40, 100'000));  // all 40 open at once
+  const DecodedTrace trace = Export(Requests(40, 100'000));  // all 40 open at once
   EXPECT_EQ(LanesUsed(trace).size(), PerfettoWriter::kMaxLanes);
-  const perfetto::TrackEvent* missing = Named(trace, "8 requests not drawn: every lane busy");
+  const DecodedEvent* missing = Named(trace, "8 requests not drawn: every lane busy");
   ASSERT_NE(missing, nullptr);
-  EXPECT_EQ(Tracks(trace)[missing->track_uuid()].name(), "requests");
+  EXPECT_EQ(trace.tracks.at(missing->track).name, "requests");
+}
+
+// The blocked handler's stack, sampled: the frames read back outermost
+// first, user frames in their files, the kernel's in "/kernel".
+TEST(PerfettoWriterTest, SampleStacksReadBackWithFunctionsAndMappings) {
+  std::vector<Record> records = LockWait();
+  for (uint64_t time : {4'200'000, 4'300'000}) {  // twice: the second refers to the first's ids
+    records.push_back({.time_ns = time,
+                       .tid = kHandler,
+                       .cpu = 1,
+                       .payload = format::CpuSample{kBlockedUser, kBlockedKernel}});
+  }
+  const DecodedTrace trace = Export(records);
+  ASSERT_EQ(trace.samples.size(), 2u);
+  for (const testing::DecodedSample& sample : trace.samples) {
+    EXPECT_EQ(sample.tid, kHandler);
+    EXPECT_EQ(sample.pid, kPid);
+    EXPECT_EQ(sample.cpu, 1u);
+    EXPECT_EQ(sample.frames, (std::vector<std::string>{"lookup_shared_cache", "pthread_mutex_lock",
+                                                        "futex_wait_queue"}));
+    EXPECT_EQ(sample.mappings, (std::vector<std::string>{"/srv/lock_service",
+                                                          "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                                                          "/kernel"}));
+  }
+  EXPECT_EQ(trace.samples[1].time_ns, 4'300'000u);
 }
 
 }  // namespace

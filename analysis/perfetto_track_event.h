@@ -1,0 +1,55 @@
+// One TrackEvent, written into the next packet of a PerfettoSequence. Names
+// and annotation names are interned; annotation values are interned only
+// when they come from a bounded set (thread names, functions, wait
+// classes), so that memory does not grow with values seen once.
+#ifndef LOUPE_ANALYSIS_PERFETTO_TRACK_EVENT_H_
+#define LOUPE_ANALYSIS_PERFETTO_TRACK_EVENT_H_
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "analysis/perfetto_sequence.h"
+#include "daemon/format/record.h"
+
+namespace loupe::analysis {
+
+class TrackEventBuilder {
+ public:
+  enum Type : uint64_t { kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4 };
+
+  TrackEventBuilder(PerfettoSequence& sequence, Type type, uint64_t track);
+
+  // A name from a bounded set (span, probe, wait class names).
+  void Name(std::string_view name);
+  // A name made for this one event (it says a count).
+  void UniqueName(std::string_view name);
+
+  void Arg(std::string_view name, int64_t value);
+  // Strings from the application are written as they are, not interned.
+  void Arg(std::string_view name, const format::Value& value);
+  // A string from a bounded set: interned.
+  void Label(std::string_view name, std::string_view value);
+  // A label given by its id (PerfettoSequence::Strings::kAnnotationValues).
+  void LabelId(std::string_view name, uint64_t value_iid);
+  // Labels given by their ids (PerfettoSequence::Strings::kAnnotationValues).
+  void Labels(std::string_view name, std::span<const uint64_t> value_iids);
+  void Ints(std::string_view name, std::span<const int64_t> values);
+
+  void Counter(const format::Value& value);
+  // A flow arrow leaves this event, or ends at it.
+  void Flow(uint64_t id);
+  void TerminatingFlow(uint64_t id);
+
+  void Emit(uint64_t time_ns) { sequence_.Emit(time_ns, perfetto_field::kTrackEvent); }
+
+ private:
+  size_t BeginArg(std::string_view name);
+
+  PerfettoSequence& sequence_;
+  ProtoBuilder event_;
+};
+
+}  // namespace loupe::analysis
+
+#endif  // LOUPE_ANALYSIS_PERFETTO_TRACK_EVENT_H_

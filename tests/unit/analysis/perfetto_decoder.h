@@ -1,0 +1,58 @@
+// Reads a Perfetto export back the way Perfetto would, to test it: every
+// packet is parsed at run time against Perfetto's official schema
+// (tests/fixtures/perfetto/perfetto_trace.proto, loaded with protobuf's
+// compiler::Importer, no generated code), and the sequence's incremental
+// state is replayed — interned ids resolved against what the sequence
+// defined since its state was cleared, timestamps from the incremental
+// clocks. Whatever Perfetto would reject or misread is listed in problems.
+#ifndef LOUPE_TESTS_UNIT_ANALYSIS_PERFETTO_DECODER_H_
+#define LOUPE_TESTS_UNIT_ANALYSIS_PERFETTO_DECODER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loupe::testing {
+
+struct DecodedTrack {
+  uint64_t parent = 0;
+  std::string name;
+  int64_t pid = 0, tid = 0;
+  std::string process_name, thread_name;
+  bool counter = false;
+};
+
+struct DecodedEvent {
+  uint64_t time_ns = 0;
+  std::string type;  // "TYPE_SLICE_BEGIN", ...
+  uint64_t track = 0;
+  std::string name;
+  // Values as text; an array's elements joined by "; ".
+  std::map<std::string, std::string> args;
+  std::vector<uint64_t> flows, terminating_flows;
+  double counter = 0;
+};
+
+struct DecodedSample {
+  uint64_t time_ns = 0;
+  uint32_t cpu = 0, pid = 0, tid = 0;
+  std::vector<std::string> frames;    // function names, outermost first
+  std::vector<std::string> mappings;  // each frame's mapping path ("" none)
+};
+
+struct DecodedTrace {
+  std::vector<std::string> problems;  // empty: Perfetto reads it all
+  size_t packets = 0;
+  std::map<uint64_t, DecodedTrack> tracks;
+  std::vector<DecodedEvent> events;
+  std::vector<DecodedSample> samples;
+  uint64_t realtime_at_start_ns = 0;
+};
+
+DecodedTrace DecodePerfetto(std::string_view trace);
+
+}  // namespace loupe::testing
+
+#endif  // LOUPE_TESTS_UNIT_ANALYSIS_PERFETTO_DECODER_H_
