@@ -50,7 +50,9 @@ const Binding kBindings[] = {
      "the host's procfs, where processes are found by global pid (a louped in its own PID "
      "namespace, e.g. a pod's sidecar, gets the host's /proc mounted e.g. at /host/proc)",
      &DaemonConfig::proc_root},
-    {"collector", "loupe-collector host:port to ship sealed segments to (empty: keep them local)",
+    {"collector",
+     "loupe-collector host:port to ship sealed segments to, or a list IP:port,IP:port of "
+     "collectors sharing one store, used round robin (empty: keep them local)",
      &DaemonConfig::collector},
     {"collector_token_file", "file holding this daemon's bearer token for the collector (empty: none)",
      &DaemonConfig::collector_token_file},

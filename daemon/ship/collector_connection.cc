@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "daemon/ship/collector_target.h"
+
 namespace loupe::ship {
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path, std::string_view what) {
@@ -25,9 +27,8 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, std::string_
 
 absl::StatusOr<std::unique_ptr<CollectorConnection>> CollectorConnection::Open(
     const CollectorEndpoint& endpoint) {
-  if (endpoint.address.empty()) {
-    return absl::InvalidArgumentError("collector: no address (host:port) given");
-  }
+  absl::StatusOr<std::string> target = ChannelTarget(endpoint.address);
+  if (!target.ok()) return target.status();
   std::string token;
   if (!endpoint.token_file.empty()) {
     absl::StatusOr<std::string> read = ReadSecretFile(endpoint.token_file, "collector token file");
@@ -47,7 +48,8 @@ absl::StatusOr<std::unique_ptr<CollectorConnection>> CollectorConnection::Open(
   // shipper's so a collector that returns is noticed soon.
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   arguments.SetMaxReceiveMessageSize(4 << 20);
-  auto channel = grpc::CreateCustomChannel(endpoint.address, credentials, arguments);
+  arguments.SetServiceConfigJSON(std::string(CollectorServiceConfig()));
+  auto channel = grpc::CreateCustomChannel(*target, credentials, arguments);
   return std::unique_ptr<CollectorConnection>(
       new CollectorConnection(endpoint, std::move(token), v1::Collector::NewStub(channel)));
 }

@@ -16,7 +16,7 @@
 namespace loupe::ship {
 
 struct CollectorEndpoint {
-  std::string address;     // host:port
+  std::string address;     // host:port, or a list (collector_target.h)
   std::string token_file;  // the bearer token; empty: calls carry none
   std::string ca_file;     // PEM roots to trust; empty: plaintext
 };

@@ -20,7 +20,8 @@ absl::StatusOr<std::unique_ptr<FetchedSegments>> Fetch(const CollectorQuery& que
 
 void AddCollectorOptions(CLI::App* command, CollectorQuery& query, bool time_flags) {
   command->add_option("--collector", query.address,
-                      "Read from this loupe-collector (host:port) instead of files");
+                      "Read from this loupe-collector (host:port, or a list IP:port,IP:port of "
+                      "collectors sharing one store) instead of files");
   command->add_option("--host", query.host, "With --collector: only this host's segments");
   command->add_option("--session", query.session, "With --collector: only this session");
   if (time_flags) {
