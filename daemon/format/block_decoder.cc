@@ -18,7 +18,7 @@ absl::Status BlockDecoder::Start(std::string_view block) {
   for (auto& group : columns_) {
     for (Column& column : group) column.Reset();
   }
-  running_tid_.fill(0);
+  context_.Reset();
   status_ = ParseLayout(block);
   return status_;
 }
@@ -26,6 +26,8 @@ absl::Status BlockDecoder::Start(std::string_view block) {
 absl::Status BlockDecoder::ParseLayout(std::string_view block) {
   wire::Cursor cursor(block);
   uint64_t base_time = 0, event_count = 0, first_string_id = 0, first_stack_id = 0;
+  coding_ = layout::kCoding1;
+  time_low_bytes_ = {};
   uint64_t string_count = 0, string_bytes = 0;
   std::string_view depths, deltas;
 
@@ -52,6 +54,17 @@ absl::Status BlockDecoder::ParseLayout(std::string_view block) {
         break;
       case layout::kFirstStringId:
         ok = is_varint && cursor.ReadVarint(&first_string_id);
+        break;
+      case layout::kCoding:
+        ok = is_varint && cursor.ReadVarint(&coding_);
+        if (ok && (coding_ < layout::kCoding1 || coding_ > layout::kCoding2)) {
+          return Corrupt(fmt::format("coding {}; this reader knows {}..{}", coding_,
+                                     layout::kCoding1, layout::kCoding2));
+        }
+        break;
+      case layout::kTimeLowBytes:
+        ok = read_bytes(nullptr);
+        time_low_bytes_ = bytes;
         break;
       case layout::kFirstStackId:
         ok = is_varint && cursor.ReadVarint(&first_stack_id);
@@ -114,6 +127,12 @@ absl::Status BlockDecoder::ParseLayout(std::string_view block) {
     return Corrupt(fmt::format("{} events but the kind column holds at most {}", event_count,
                                kinds_.size()));
   }
+  // Coding 2 splits each time delta: one byte per event in its own plane.
+  if (coding_ == layout::kCoding1 ? !time_low_bytes_.empty()
+                                  : time_low_bytes_.size() != event_count) {
+    return Corrupt(fmt::format("{} bytes of time low bytes for {} events in coding {}",
+                               time_low_bytes_.size(), event_count, coding_));
+  }
   uint64_t stack_count = 0, frame_count = 0;
   wire::Cursor depth_cursor(depths);
   while (!depth_cursor.empty()) {
@@ -140,6 +159,7 @@ absl::Status BlockDecoder::ParseLayout(std::string_view block) {
   if (absl::Status status = DefineStacks(depths, deltas); !status.ok()) return status;
 
   remaining_ = static_cast<uint32_t>(event_count);
+  event_index_ = 0;
   time_ns_ = base_time;
   return absl::OkStatus();
 }
@@ -212,16 +232,21 @@ bool BlockDecoder::Next(Record* record) {
     --remaining_;
     bool failed = false;
     const uint64_t kind = kinds_.U(&failed);
-    const int64_t delta = time_deltas_.S(&failed);
+    uint64_t delta = time_deltas_.U(&failed);
+    if (coding_ != layout::kCoding1) {
+      // Checked in ParseLayout: one low byte per event.
+      if (delta >> 56 != 0) failed = true;
+      delta = delta << 8 | static_cast<uint8_t>(time_low_bytes_[event_index_++]);
+    }
     const uint64_t tid_code = tids_.U(&failed);
     const uint32_t cpu = cpus_.U32(&failed);
     if (failed) return Fail(Corrupt("common columns end before event_count events"));
-    uint32_t* running = cpu < running_tid_.size() ? &running_tid_[cpu] : nullptr;
+    const uint32_t* running = context_.RunningTid(cpu);
     if (tid_code > uint64_t{UINT32_MAX} + 1 || (tid_code == 0 && running == nullptr)) {
       return Fail(Corrupt("tid out of range"));
     }
     const uint32_t tid = tid_code == 0 ? *running : static_cast<uint32_t>(tid_code - 1);
-    time_ns_ += static_cast<uint64_t>(delta);
+    time_ns_ += static_cast<uint64_t>(wire::UnZigZag(delta));
     if (kind == 0) return Fail(Corrupt("event of kind 0"));
     if (kind > static_cast<uint64_t>(kMaxRecordKind)) {
       ++skipped_unknown_;  // its columns live in a group this reader ignores
@@ -236,11 +261,7 @@ bool BlockDecoder::Next(Record* record) {
           Corrupt(fmt::format("{} event: a column ends early or names an undefined string or stack",
                               KindName(static_cast<RecordKind>(kind)))));
     }
-    if (running != nullptr) {
-      if (const SchedSwitch* next = std::get_if<SchedSwitch>(&record->payload)) {
-        *running = next->next_tid;
-      }
-    }
+    context_.Observe(*record);
     return true;
   }
   return false;
@@ -281,10 +302,17 @@ Value BlockDecoder::ReadValue(Column& types, Column& values) {
   return value;
 }
 
-// Mirrors BlockEncoder::PayloadEncoder column for column.
+uint64_t BlockDecoder::Operation(Column& column, uint32_t tid) {
+  if (coding_ == layout::kCoding1) return column.D(&failed_);
+  return column.Residual(context_.PredictOperation(tid), &failed_);
+}
+
+// Mirrors BlockEncoder::PayloadEncoder column for column; coding 1 as it
+// was written before predictions.
 bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
   auto& c = columns_[static_cast<int>(kind)];
   bool* f = &failed_;
+  const bool coding1 = coding_ == layout::kCoding1;
   auto read_args = [&](Column& counts, Column& values) {
     const uint64_t count = counts.U(f);
     if (count > layout::kMaxArgs) return false;
@@ -335,9 +363,13 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       record->payload = r;
       return true;
     }
-    case RecordKind::kSchedSwitch:
-      record->payload = SchedSwitch{c[0].U32(f), c[1].U32(f)};
+    case RecordKind::kSchedSwitch: {
+      SchedSwitch r;
+      r.next_tid = coding1 ? c[0].U32(f) : c[0].Predicted(context_.WokenOnto(record->cpu), f);
+      r.prev_state = c[1].U32(f);
+      record->payload = r;
       return true;
+    }
     case RecordKind::kSchedWakeup: {
       SchedWakeup r;
       r.woken_tid = c[0].U32(f);
@@ -356,19 +388,27 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       CpuSample r;
       r.user_stack = StackOf(c[0]);
       r.kernel_stack = StackOf(c[1]);
-      r.operation_id = c[2].D(f);
+      r.operation_id = Operation(c[2], record->tid);
       record->payload = r;
       return true;
     }
     case RecordKind::kOffCpu: {
       OffCpu r;
-      r.duration_ns = c[0].U(f);
-      r.runq_ns = c[1].U(f);
-      r.prev_state = c[2].U32(f);
-      r.waker_tid = c[3].U32(f);
+      if (coding1) {
+        r.duration_ns = c[0].U(f);
+        r.runq_ns = c[1].U(f);
+        r.prev_state = c[2].U32(f);
+        r.waker_tid = c[3].U32(f);
+      } else {
+        const OffCpu predicted = context_.PredictOffCpu(record->tid, record->time_ns);
+        r.duration_ns = c[0].Residual(predicted.duration_ns, f);
+        r.runq_ns = c[1].Residual(predicted.runq_ns, f);
+        r.prev_state = c[2].Predicted(predicted.prev_state, f);
+        r.waker_tid = c[3].Predicted(predicted.waker_tid, f);
+      }
       r.user_stack = StackOf(c[4]);
       r.kernel_stack = StackOf(c[5]);
-      r.operation_id = c[6].D(f);
+      r.operation_id = Operation(c[6], record->tid);
       record->payload = r;
       return true;
     }
@@ -400,19 +440,22 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
     case RecordKind::kSpanBegin: {
       SpanBegin r;
       r.span_id = c[0].D(f);
-      r.parent_id = r.span_id - static_cast<uint64_t>(c[1].S(f));
-      r.operation_id = c[2].D(f);
+      const uint64_t parent = static_cast<uint64_t>(c[1].S(f));
+      r.parent_id = coding1 ? r.span_id - parent
+                            : ParentFromCode(r.span_id, parent, context_.PredictSpan(record->tid));
+      r.operation_id = Operation(c[2], record->tid);
       r.name = Str(c[3]);
       record->payload = r;
       return true;
     }
     case RecordKind::kSpanEnd:
-      record->payload = SpanEnd{c[0].D(f)};
+      record->payload = SpanEnd{coding1 ? c[0].D(f)
+                                        : c[0].Residual(context_.PredictSpan(record->tid), f)};
       return true;
     case RecordKind::kInstant: {
       Instant r;
       r.name = Str(c[0]);
-      r.operation_id = c[1].D(f);
+      r.operation_id = Operation(c[1], record->tid);
       const uint64_t count = c[2].U(f);
       if (count > layout::kMaxFields) return false;
       fields_.clear();
@@ -435,13 +478,14 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
     }
     case RecordKind::kOperationBegin: {
       OperationBegin r;
-      r.operation_id = c[0].D(f);
+      r.operation_id =
+          coding1 ? c[0].D(f) : c[0].Residual(context_.PredictNextOperation(record->tid), f);
       r.name = Str(c[1]);
       record->payload = r;
       return true;
     }
     case RecordKind::kOperationEnd:
-      record->payload = OperationEnd{c[0].D(f)};
+      record->payload = OperationEnd{Operation(c[0], record->tid)};
       return true;
     case RecordKind::kLoss: {
       const uint64_t source = c[0].U(f);

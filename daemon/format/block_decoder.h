@@ -1,5 +1,5 @@
-// Reads the columnar event blocks that BlockEncoder writes. Every read is
-// bounds-checked: corrupt input ends the block with an error naming what was
+// Reads the columnar event blocks that BlockEncoder writes, of every coding
+// (EventBlock.coding). Every read is bounds-checked: corrupt input ends the block with an error naming what was
 // wrong, never a crash or a runaway loop.
 #ifndef LOUPE_DAEMON_FORMAT_BLOCK_DECODER_H_
 #define LOUPE_DAEMON_FORMAT_BLOCK_DECODER_H_
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "daemon/format/block_context.h"
 #include "daemon/format/block_layout.h"
 #include "daemon/format/intern_tables.h"
 #include "daemon/format/record.h"
@@ -64,6 +65,15 @@ class BlockDecoder {
       last_ += static_cast<uint64_t>(S(failed));
       return last_;
     }
+    // Undo block_encoder.cc's PutResidual and PutPredicted.
+    uint64_t Residual(uint64_t predicted, bool* failed) {
+      return predicted + static_cast<uint64_t>(S(failed));
+    }
+    uint32_t Predicted(uint32_t predicted, bool* failed) {
+      const uint64_t code = U(failed);
+      if (code > uint64_t{UINT32_MAX} + 1) *failed = true;
+      return code == 0 ? predicted : static_cast<uint32_t>(code - 1);
+    }
 
    private:
     wire::Cursor cursor_;
@@ -77,6 +87,8 @@ class BlockDecoder {
   absl::Status DefineStacks(std::string_view depths, std::string_view deltas);
   bool DecodePayload(RecordKind kind, Record* record);
   Value ReadValue(Column& types, Column& values);
+  // An operation id: coding 1 a delta in its column, coding 2 a residual.
+  uint64_t Operation(Column& column, uint32_t tid);
   std::string_view Str(Column& column);
   Stack StackOf(Column& column);
   bool Fail(absl::Status status);
@@ -85,11 +97,14 @@ class BlockDecoder {
   absl::Status status_;
   bool failed_ = false;  // a read ran out of bounds or met an undefined id
 
-  uint64_t time_ns_ = 0;
+  uint64_t time_ns_ = 0;  // of the event before
   uint32_t remaining_ = 0;
+  uint32_t event_index_ = 0;
+  std::string_view time_low_bytes_;  // coding 2: one per event
+  uint64_t coding_ = layout::kCoding1;
   uint64_t skipped_unknown_ = 0;
   Column kinds_, time_deltas_, tids_, cpus_;
-  std::array<uint32_t, layout::kPredictedCpus> running_tid_{};
+  BlockContext context_;  // what the block's events so far predict
   std::array<std::array<Column, layout::kMaxColumnsPerKind>, kMaxRecordKind + 1> columns_;
 
   // Storage behind the spans of the record last returned.

@@ -16,11 +16,31 @@ bool BlockEncoder::StackEq::operator()(Stack a, Stack b) const {
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
+namespace {
+
+// A value its prediction usually gets right: 0 when it does, else value + 1.
+void PutPredicted(VarintColumn* column, uint32_t value, uint32_t predicted) {
+  column->Put(value == predicted ? 0 : uint64_t{value} + 1);
+}
+
+// The difference to a prediction, for values a prediction comes close to.
+void PutResidual(VarintColumn* column, uint64_t value, uint64_t predicted) {
+  column->PutSigned(static_cast<int64_t>(value - predicted));
+}
+
+}  // namespace
+
 // Writes each payload kind into its own column group. The column order here
 // is the field order of the kind's *Columns message in trace.proto, and
-// block_decoder.cc reads them back in the same order.
+// block_decoder.cc reads them back in the same order. Predictions come from
+// the events before this one (e->context_).
 struct BlockEncoder::PayloadEncoder {
   BlockEncoder* e;
+  const Record& record;
+
+  void PutOperation(VarintColumn* column, uint64_t operation_id) {
+    PutResidual(column, operation_id, e->context_.PredictOperation(record.tid));
+  }
 
   void operator()(const ClockSync& r) { e->Group(RecordKind::kClockSync)[0].Put(r.realtime_ns); }
   void operator()(const ProcessInfo& r) {
@@ -58,7 +78,7 @@ struct BlockEncoder::PayloadEncoder {
   }
   void operator()(const SchedSwitch& r) {
     VarintColumn* c = e->Group(RecordKind::kSchedSwitch);
-    c[0].Put(r.next_tid);
+    PutPredicted(&c[0], r.next_tid, e->context_.WokenOnto(record.cpu));
     c[1].Put(r.prev_state);
   }
   void operator()(const SchedWakeup& r) {
@@ -77,17 +97,18 @@ struct BlockEncoder::PayloadEncoder {
     VarintColumn* c = e->Group(RecordKind::kCpuSample);
     c[0].Put(e->InternStack(r.user_stack));
     c[1].Put(e->InternStack(r.kernel_stack));
-    c[2].PutDelta(r.operation_id);
+    PutOperation(&c[2], r.operation_id);
   }
   void operator()(const OffCpu& r) {
     VarintColumn* c = e->Group(RecordKind::kOffCpu);
-    c[0].Put(r.duration_ns);
-    c[1].Put(r.runq_ns);
-    c[2].Put(r.prev_state);
-    c[3].Put(r.waker_tid);
+    const OffCpu predicted = e->context_.PredictOffCpu(record.tid, record.time_ns);
+    PutResidual(&c[0], r.duration_ns, predicted.duration_ns);
+    PutResidual(&c[1], r.runq_ns, predicted.runq_ns);
+    PutPredicted(&c[2], r.prev_state, predicted.prev_state);
+    PutPredicted(&c[3], r.waker_tid, predicted.waker_tid);
     c[4].Put(e->InternStack(r.user_stack));
     c[5].Put(e->InternStack(r.kernel_stack));
-    c[6].PutDelta(r.operation_id);
+    PutResidual(&c[6], r.operation_id, predicted.operation_id);
   }
   void operator()(const UprobeEntry& r) {
     VarintColumn* c = e->Group(RecordKind::kUprobeEntry);
@@ -109,16 +130,18 @@ struct BlockEncoder::PayloadEncoder {
   void operator()(const SpanBegin& r) {
     VarintColumn* c = e->Group(RecordKind::kSpanBegin);
     c[0].PutDelta(r.span_id);
-    // A parent is a recent span: a small distance back (no parent: the id itself).
-    c[1].PutSigned(static_cast<int64_t>(r.span_id - r.parent_id));
-    c[2].PutDelta(r.operation_id);
+    const uint64_t open = e->context_.PredictSpan(record.tid);
+    c[1].PutSigned(static_cast<int64_t>(ParentCode(r.span_id, r.parent_id, open)));
+    PutOperation(&c[2], r.operation_id);
     c[3].Put(e->InternString(r.name));
   }
-  void operator()(const SpanEnd& r) { e->Group(RecordKind::kSpanEnd)[0].PutDelta(r.span_id); }
+  void operator()(const SpanEnd& r) {
+    PutResidual(&e->Group(RecordKind::kSpanEnd)[0], r.span_id, e->context_.PredictSpan(record.tid));
+  }
   void operator()(const Instant& r) {
     VarintColumn* c = e->Group(RecordKind::kInstant);
     c[0].Put(e->InternString(r.name));
-    c[1].PutDelta(r.operation_id);
+    PutOperation(&c[1], r.operation_id);
     const size_t count = Capped(r.fields.size(), layout::kMaxFields);
     c[2].Put(count);
     for (size_t i = 0; i < count; ++i) {
@@ -133,11 +156,11 @@ struct BlockEncoder::PayloadEncoder {
   }
   void operator()(const OperationBegin& r) {
     VarintColumn* c = e->Group(RecordKind::kOperationBegin);
-    c[0].PutDelta(r.operation_id);
+    PutResidual(&c[0], r.operation_id, e->context_.PredictNextOperation(record.tid));
     c[1].Put(e->InternString(r.name));
   }
   void operator()(const OperationEnd& r) {
-    e->Group(RecordKind::kOperationEnd)[0].PutDelta(r.operation_id);
+    PutOperation(&e->Group(RecordKind::kOperationEnd)[0], r.operation_id);
   }
   void operator()(const Loss& r) {
     VarintColumn* c = e->Group(RecordKind::kLoss);
@@ -166,18 +189,16 @@ void BlockEncoder::Append(const Record& record) {
   kinds_.Put(static_cast<uint32_t>(record.kind()));
   // Unsigned subtraction then a signed view: correct for any two uint64 times,
   // including time going backwards.
-  time_deltas_.PutSigned(static_cast<int64_t>(record.time_ns - last_time_ns_));
+  const uint64_t delta = wire::ZigZag(static_cast<int64_t>(record.time_ns - last_time_ns_));
+  time_low_bytes_.push_back(static_cast<char>(delta & 0xff));
+  time_deltas_.Put(delta >> 8);
   last_time_ns_ = record.time_ns;
   // Most events happen on the thread the CPU last switched to; those cost a 0.
-  uint32_t* running = record.cpu < running_tid_.size() ? &running_tid_[record.cpu] : nullptr;
+  const uint32_t* running = context_.RunningTid(record.cpu);
   tids_.Put(running != nullptr && *running == record.tid ? 0 : uint64_t{record.tid} + 1);
   cpus_.Put(record.cpu);
-  std::visit(PayloadEncoder{this}, record.payload);
-  if (running != nullptr) {
-    if (const SchedSwitch* next = std::get_if<SchedSwitch>(&record.payload)) {
-      *running = next->next_tid;
-    }
-  }
+  std::visit(PayloadEncoder{this, record}, record.payload);
+  context_.Observe(record);
   ++event_count_;
 }
 
@@ -240,7 +261,7 @@ size_t BlockEncoder::GroupSize(int kind) const {
 }
 
 size_t BlockEncoder::pending_bytes() const {
-  size_t size = new_strings_.size() + stack_depths_.size() + stack_frame_deltas_.size() +
+  size_t size = new_strings_.size() + time_low_bytes_.size() + stack_depths_.size() + stack_frame_deltas_.size() +
                 kinds_.size() + time_deltas_.size() + tids_.size() + cpus_.size();
   for (int kind = 1; kind <= kMaxRecordKind; ++kind) {
     for (const VarintColumn& column : columns_[kind]) size += column.size();
@@ -253,11 +274,15 @@ void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
   block.reserve(pending_bytes() + 64 + 16 * kMaxRecordKind);
   // First, so that a reader finds it without walking the block.
   if (frame_number != 0) wire::AppendVarintField(&block, layout::kFrameNumber, frame_number);
+  wire::AppendVarintField(&block, layout::kCoding, layout::kCoding2);
   wire::AppendVarintField(&block, layout::kBaseTime, base_time_ns_);
   wire::AppendVarintField(&block, layout::kEventCount, event_count_);
   wire::AppendVarintField(&block, layout::kFirstStringId, first_string_id_);
   block += new_strings_;
   wire::AppendVarintField(&block, layout::kFirstStackId, first_stack_id_);
+  if (!time_low_bytes_.empty()) {
+    wire::AppendBytesField(&block, layout::kTimeLowBytes, time_low_bytes_);
+  }
   const std::pair<uint32_t, const VarintColumn*> common[] = {
       {layout::kStackDepths, &stack_depths_},
       {layout::kStackFrameDeltas, &stack_frame_deltas_},
@@ -292,8 +317,9 @@ void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
   first_string_id_ = static_cast<uint32_t>(string_ids_.size()) + 1;
   first_stack_id_ = static_cast<uint32_t>(stack_ids_.size()) + 1;
   new_strings_.clear();
+  time_low_bytes_.clear();
   event_count_ = 0;
-  running_tid_.fill(0);
+  context_.Reset();
   for (VarintColumn* column :
        {&stack_depths_, &stack_frame_deltas_, &kinds_, &time_deltas_, &tids_, &cpus_}) {
     column->Clear();

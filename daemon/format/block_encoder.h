@@ -1,5 +1,5 @@
-// Builds columnar event blocks (EventBlock in trace.proto) straight in wire
-// format. Strings and stacks are interned for a whole segment: a block
+// Builds columnar event blocks (EventBlock in trace.proto, coding 2) straight
+// in wire format. Strings and stacks are interned for a whole segment: a block
 // defines the ones it uses first, so blocks decode in order without a
 // separate table.
 #ifndef LOUPE_DAEMON_FORMAT_BLOCK_ENCODER_H_
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "daemon/format/block_context.h"
 #include "daemon/format/block_layout.h"
 #include "daemon/format/record.h"
 #include "daemon/format/varint_column.h"
@@ -95,10 +96,11 @@ class BlockEncoder {
   VarintColumn stack_depths_;
   VarintColumn stack_frame_deltas_;
   VarintColumn kinds_;
-  VarintColumn time_deltas_;
+  VarintColumn time_deltas_;  // the zigzag deltas but their low bytes
+  std::string time_low_bytes_;  // noise, apart from the rest: a byte plane
   VarintColumn tids_;
   VarintColumn cpus_;
-  std::array<uint32_t, layout::kPredictedCpus> running_tid_{};  // per cpu, this block
+  BlockContext context_;  // what the block's events so far predict
   std::array<std::array<VarintColumn, layout::kMaxColumnsPerKind>, kMaxRecordKind + 1> columns_;
 
   EncoderTruncations truncations_;

@@ -33,6 +33,13 @@ inline constexpr uint32_t kKinds = 8;
 inline constexpr uint32_t kTimeDeltas = 9;
 inline constexpr uint32_t kTids = 10;
 inline constexpr uint32_t kCpus = 11;
+inline constexpr uint32_t kCoding = 12;
+inline constexpr uint32_t kTimeLowBytes = 13;
+
+// How a block's columns are coded (EventBlock.coding): absent means 1, the
+// first coding; this writer writes kCoding2 (predictions from BlockContext).
+inline constexpr uint32_t kCoding1 = 1;
+inline constexpr uint32_t kCoding2 = 2;
 
 // The column group of kind k is EventBlock field kGroupFieldBase + k; column
 // c (0-based) of a group is its field c + 1.

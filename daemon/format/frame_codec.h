@@ -16,7 +16,9 @@
 
 namespace loupe::format {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: event blocks may use coding 2 (EventBlock.coding), which readers of
+// version 1 would misread; they refuse the file instead.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kSignatureMagic = 0x184D2A5E;  // in zstd's skippable range
 inline constexpr std::string_view kSignatureText = "LOUPESEG";
 inline constexpr size_t kSignatureSize = 8 + 8 + 4;  // zstd header, text, version

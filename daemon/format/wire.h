@@ -73,16 +73,12 @@ class Cursor {
   size_t remaining() const { return static_cast<size_t>(end_ - pos_); }
 
   bool ReadVarint(uint64_t* v) {
-    uint64_t result = 0;
-    for (int shift = 0; shift < 64 && pos_ != end_; shift += 7) {
-      const uint8_t byte = *pos_++;
-      result |= uint64_t{byte & 0x7fu} << shift;
-      if (byte < 0x80) {
-        *v = result;
-        return true;
-      }
+    // Most values in a block take one byte: that path first, and inlined.
+    if (pos_ != end_ && *pos_ < 0x80) {
+      *v = *pos_++;
+      return true;
     }
-    return false;
+    return ReadLongVarint(v);
   }
 
   bool ReadBytes(size_t n, std::string_view* out) {
@@ -116,6 +112,19 @@ class Cursor {
   }
 
  private:
+  bool ReadLongVarint(uint64_t* v) {
+    uint64_t result = 0;
+    for (int shift = 0; shift < 64 && pos_ != end_; shift += 7) {
+      const uint8_t byte = *pos_++;
+      result |= uint64_t{byte & 0x7fu} << shift;
+      if (byte < 0x80) {
+        *v = result;
+        return true;
+      }
+    }
+    return false;
+  }
+
   const uint8_t* pos_ = nullptr;
   const uint8_t* end_ = nullptr;
 };

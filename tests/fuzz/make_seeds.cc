@@ -1,6 +1,6 @@
 // Writes seed inputs for the fuzz targets with the real writer: whole
-// segments, cut ones, crafted ones (bombs, frames out of order), and bare
-// event blocks; and control requests as tracectl sends them, good and bad.
+// segments, cut ones, crafted ones (bombs, frames out of order), segments of
+// the previous format version (tests/fixtures/format), and bare event blocks; and control requests as tracectl sends them, good and bad.
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -106,6 +106,12 @@ int main(int argc, char** argv) {
   fs::remove_all(scratch);
   Write(segments / "whole.loupe", whole);
   Write(segments / "half.loupe", std::string_view(whole).substr(0, whole.size() / 2));
+  // Segments of format version 1, whose blocks are coded the first way.
+  for (const char* name : {"coding1_service.loupe", "coding1_synthetic.loupe"}) {
+    const std::string old = Read(fs::path(LOUPE_FORMAT_FIXTURES) / name);
+    if (old.empty()) return 1;
+    Write(segments / name, old);
+  }
 
   // Crafted: bombs that ask for far more than they hold (a reader must stay
   // within the fuzz run's memory limit on them), and frames out of order.

@@ -80,10 +80,11 @@ TEST(BlockCodecTest, ProtobufReadsTheHandWrittenBlock) {
   for (size_t i = 0; i < records.size(); ++i) {
     EXPECT_EQ(block.kinds(static_cast<int>(i)), static_cast<uint32_t>(records[i].kind()));
   }
+  EXPECT_EQ(block.coding(), layout::kCoding2);
   EXPECT_EQ(block.first_string_id(), 1u);
   EXPECT_EQ(block.strings(0), "server");
   ASSERT_EQ(block.sched_switch().next_tid_size(), 1);
-  EXPECT_EQ(block.sched_switch().next_tid(0), 4002u);
+  EXPECT_EQ(block.sched_switch().next_tid(0), 4002u + 1);  // no wakeup onto its cpu before
   EXPECT_EQ(block.sched_switch().prev_state(0), 2u);
   ASSERT_EQ(block.loss().count_size(), 1);
   EXPECT_EQ(block.loss().count(0), 17u);
@@ -91,7 +92,10 @@ TEST(BlockCodecTest, ProtobufReadsTheHandWrittenBlock) {
   ASSERT_EQ(block.usdt().args_size(), 5);
   EXPECT_EQ(block.usdt().args(3), std::numeric_limits<int64_t>::min());
   EXPECT_EQ(block.span_begin().span_id(0), 77);   // delta from 0
-  EXPECT_EQ(block.span_begin().parent_id(0), 1);  // 77 - 76
+  EXPECT_EQ(block.span_begin().parent_id(0), 1);  // 77 - 76: no open span predicted it
+  // One low time byte per event; the rest of each delta in time_deltas.
+  EXPECT_EQ(block.time_delta_low_bytes().size(), records.size());
+  EXPECT_EQ(block.time_deltas_size(), static_cast<int>(records.size()));
   // Two stacks (user, kernel), each interned once though used twice.
   EXPECT_EQ(block.stack_depths_size(), 2);
   EXPECT_EQ(block.stack_frame_deltas(0), 0x55d4a2c01234);
@@ -104,6 +108,105 @@ TEST(BlockCodecTest, TimeGoingBackwardsAndHugeGaps) {
     records.push_back(Record{.time_ns = t, .tid = 1, .payload = SpanEnd{t}});
   }
   EXPECT_EQ(RoundTrip(records), Json(records));
+}
+
+TEST(BlockCodecTest, EmptyBlockAndSingleEvents) {
+  BlockEncoder encoder;
+  std::string frame;
+  encoder.FinishBlock(&frame);
+  InternTables tables;
+  BlockDecoder decoder(&tables);
+  ASSERT_TRUE(decoder.Start(FrameBody(frame)).ok()) << decoder.status();
+  Record record;
+  EXPECT_FALSE(decoder.Next(&record));
+  EXPECT_TRUE(decoder.status().ok());
+  // Each record alone in its block: every prediction starts from nothing.
+  const std::vector<Record> records = testing::EveryKind();
+  for (const Record& one : records) EXPECT_EQ(RoundTrip({one}), Json({one}));
+}
+
+// Coding 2 predicts fields from the thread's switch-outs, wakeups, open
+// spans and operations; values far from or next to the prediction, at the
+// ends of their range, must come back exactly.
+TEST(BlockCodecTest, PredictedFieldsRoundTripAtTheirLimits) {
+  constexpr uint64_t kMax = UINT64_MAX;
+  std::vector<Record> records;
+  uint64_t t = 1000;
+  auto add = [&](uint32_t tid, uint32_t cpu, Payload payload) {
+    records.push_back(Record{.time_ns = t, .tid = tid, .cpu = cpu, .payload = payload});
+    t += 977;
+  };
+  for (uint32_t tid : {7u, 7u + 1024, UINT32_MAX, 0u}) {  // 7 and 7 + 1024 share a slot
+    add(tid, 1, SchedSwitch{.next_tid = 9, .prev_state = UINT32_MAX});
+    add(3, 1, SchedWakeup{.woken_tid = tid, .target_cpu = 1});
+    add(3, 1, SchedSwitch{.next_tid = tid, .prev_state = 0});  // the one just woken
+    // Switched out 3 steps before, woken 2 steps before: as predicted.
+    for (OffCpu off : {OffCpu{.duration_ns = 3 * 977, .runq_ns = 2 * 977,
+                              .prev_state = UINT32_MAX, .waker_tid = 3},
+                       OffCpu{.duration_ns = kMax, .runq_ns = 0, .prev_state = 0,
+                              .waker_tid = UINT32_MAX, .operation_id = kMax},
+                       OffCpu{.duration_ns = 0, .runq_ns = kMax, .prev_state = 1,
+                              .waker_tid = 0, .operation_id = 1}}) {
+      add(tid, 1, off);
+    }
+    add(tid, 2, OperationBegin{.operation_id = kMax, .name = "op"});
+    add(tid, 2, OperationBegin{.operation_id = 0, .name = "op"});  // one past kMax, wrapped
+    add(tid, 2, SpanBegin{.span_id = 5, .parent_id = 0, .operation_id = 0, .name = "a"});
+    add(tid, 2, SpanBegin{.span_id = 6, .parent_id = 5, .operation_id = kMax, .name = "b"});
+    add(tid, 2, SpanBegin{.span_id = 7, .parent_id = 7, .operation_id = 3, .name = "self"});
+    add(tid, 2, SpanBegin{.span_id = 0, .parent_id = 7, .name = "zero id"});
+    add(tid, 2, SpanBegin{.span_id = kMax, .parent_id = 0, .name = "no parent"});
+    add(tid, 2, SpanBegin{.span_id = 1, .parent_id = kMax, .name = "wraps"});
+    add(tid, 2, SpanBegin{.span_id = kMax, .parent_id = 1, .name = "deeper than kept"});
+    for (uint64_t span : {kMax, uint64_t{6}, uint64_t{1}, uint64_t{5}, uint64_t{0}, kMax}) {
+      add(tid, 2, SpanEnd{span});  // in order, out of order, never begun
+    }
+    add(tid, 2, Instant{.name = "i", .operation_id = kMax});
+    add(tid, 3, CpuSample{.operation_id = 2});
+    add(tid, 3, OperationEnd{0});
+    add(tid, 3, OperationEnd{kMax});
+    add(tid, 5000, SchedSwitch{.next_tid = tid, .prev_state = 1});  // a cpu beyond the tables
+  }
+  EXPECT_EQ(RoundTrip(records), Json(records));
+  EXPECT_EQ(RoundTrip(records, 7), Json(records));  // predictions restart at each block
+}
+
+TEST(BlockCodecTest, TimeDeltasOfEverySizeAndSign) {
+  std::vector<Record> records;
+  for (uint64_t step = 0; step < 600; ++step) {
+    // Scattered bits, shifted by up to 63: deltas from 0 to huge, both ways.
+    const uint64_t t = (step * 0x9e3779b97f4a7c15) >> (step % 64);
+    records.push_back(Record{.time_ns = t, .tid = 1, .payload = SpanEnd{step}});
+  }
+  EXPECT_EQ(RoundTrip(records), Json(records));
+}
+
+TEST(BlockCodecTest, CodingsAndTimeBytesAreChecked) {
+  const Record record{.time_ns = 5, .tid = 1, .payload = SpanEnd{1}};
+  BlockEncoder encoder;
+  encoder.Append(record);
+  encoder.Append(record);
+  std::string frame;
+  encoder.FinishBlock(&frame);
+  const std::string body(FrameBody(frame));
+  auto start = [](const std::string& block) {
+    InternTables tables;
+    BlockDecoder decoder(&tables);
+    return decoder.Start(block);
+  };
+  ASSERT_TRUE(start(body).ok());
+  // A later field overrides: a coding this reader does not know.
+  std::string newer = body;
+  wire::AppendVarintField(&newer, layout::kCoding, 3);
+  EXPECT_NE(start(newer).ToString().find("coding 3; this reader knows 1..2"), std::string::npos);
+  // Coding 1 has no low time bytes; coding 2 has one per event.
+  std::string older = body;
+  wire::AppendVarintField(&older, layout::kCoding, 1);
+  EXPECT_EQ(start(older).code(), absl::StatusCode::kDataLoss);
+  std::string short_plane = body;
+  wire::AppendBytesField(&short_plane, layout::kTimeLowBytes, "x");
+  EXPECT_NE(start(short_plane).ToString().find("1 bytes of time low bytes for 2 events"),
+            std::string::npos);
 }
 
 TEST(BlockCodecTest, StringsEmptyLongAndBinary) {
