@@ -9,8 +9,12 @@
 #     shipping resumes when the collector returns;
 #  4. louped SIGKILLed with unshipped segments: the next louped ships them
 #     (the interrupted active file too);
-#  5. no token, a wrong token (also as louped's status), plaintext against
-#     TLS and an untrusted certificate: refused with a clear error.
+#  5. no token, a wrong token (also as louped's status), a token not allowed
+#     to read this host, plaintext against TLS and an untrusted certificate:
+#     refused with a clear error;
+#  6. two collectors on one store folder, louped shipping to the list of
+#     both: the collector receiving an upload SIGKILLed mid-upload, the
+#     upload finished through the other, each segment stored once.
 set -euo pipefail
 louped=$1 tracectl=$2 collector=$3 app=$4
 fail() {
@@ -29,8 +33,11 @@ fi
 work=$(mktemp -d)
 store="$work/store" traces="$work/traces" sock="$work/louped.sock"
 token=shipper-token-0123456789
-echo "daemon-a $token upload=* read=*" > "$work/tokens"
+reader_token=reader-token-0123456789
+printf '%s\n' "daemon-a $token upload=* read=*" "reader $reader_token upload= read=other-*" \
+  > "$work/tokens"
 echo "$token" > "$work/token"
+echo "$reader_token" > "$work/reader_token"
 echo "wrong-token-9876543210" > "$work/wrong_token"
 coll= daemon= app_pid=
 cleanup() { kill -9 $coll $daemon $app_pid 2>/dev/null || true; rm -rf "$work"; }
@@ -52,7 +59,7 @@ start_collector() {  # extra flags...
   port=$(cat "$work/port")
 }
 start_louped() {  # extra flags...
-  "$louped" --socket "$sock" --output-dir "$traces" --collector "127.0.0.1:$port" \
+  "$louped" --socket "$sock" --output-dir "$traces" --collector "${collectors:-127.0.0.1:$port}" \
     --collector-token-file "${louped_token:-$work/token}" --max-file-size 65536 --rotation-period-s 1 \
     --ship-retry-max-s 1 "$@" >> "$work/louped.log" 2>&1 &
   daemon=$!
@@ -168,6 +175,12 @@ set -e
 [ "$anon" = 2 ] && grep -q "no bearer token" "$work/anon.err" || fail "no token: $(cat "$work/anon.err")"
 [ "$wrong" = 2 ] && grep -q "not one this collector accepts" "$work/wrong.err" \
   || fail "wrong token: $(cat "$work/wrong.err")"
+set +e
+"$tracectl" verify --collector "127.0.0.1:$port" --collector-token-file "$work/reader_token" \
+  --host "$(hostname)" > /dev/null 2> "$work/reader.err"
+set -e
+grep -q "client reader may not list segments of host $(hostname) (the tokens file grants it read=other-\*)" \
+  "$work/reader.err" || fail "reader: $(cat "$work/reader.err")"
 louped_token="$work/wrong_token" start_louped
 T attach "$app_pid" --session-id refused --duration 1s -q > /dev/null
 wait_until "louped to report the refusal" 'T status | grep -q "not one this collector accepts"'
@@ -190,5 +203,27 @@ set -e
   || fail "plaintext to TLS: $(cat "$work/plain_to_tls.err")"
 [ "$untrusted" = 2 ] && grep -q "certificate signed by $work/other.pem" "$work/untrusted.err" \
   || fail "untrusted certificate: $(cat "$work/untrusted.err")"
-echo "shipping: tokens and TLS enforced"
+echo "shipping: tokens, grants and TLS enforced"
+
+# 6. Two collectors on one store folder. B's port is learnt first and B
+# started only once A holds a partial upload, so the cut is A's for sure.
+kill -TERM "$coll"; wait "$coll" || true
+port=; start_collector; port_b=$port
+kill -TERM "$coll"; wait "$coll" || true
+port=; start_collector; port_a=$port coll_a=$coll
+collectors="127.0.0.1:$port_a,127.0.0.1:$port_b" start_louped --ship-rate-limit 20000
+T attach "$app_pid" --session-id twin --duration 1s -q > /dev/null
+twin_partial() { find "$store/.staging" -name "*@twin@*.partial" -size +8k | grep -q .; }
+wait_until "a partly staged upload on collector A" 'twin_partial'
+port=$port_b; start_collector
+kill -9 "$coll_a"; wait "$coll_a" 2>/dev/null || true
+wait_until "twin segments shipped through collector B" 'test "$(local_count twin)" = 0'
+once_each twin
+grep -q "twin-[0-9]*.loupe stored, resumed after [1-9][0-9]* of" "$work/louped.log" \
+  || fail "no twin upload resumed on collector B: $(grep twin "$work/louped.log")"
+"$tracectl" verify --session twin --collector "127.0.0.1:$port_a,127.0.0.1:$port_b" \
+  --collector-token-file "$work/token" > "$work/twin.verify" || fail "$(cat "$work/twin.verify")"
+grep -q "^COMPLETE: $(stored twin) segment(s)" "$work/twin.verify" || fail "$(cat "$work/twin.verify")"
+stop_louped
+echo "shipping: an upload cut on one collector finished through the other"
 echo "shipping: all checks passed"
