@@ -42,7 +42,7 @@ void Clock(ProtoBuilder& snapshot, uint64_t id, uint64_t ns, bool incremental) {
 PerfettoSequence::~PerfettoSequence() { Flush(); }
 
 void PerfettoSequence::Start(uint64_t monotonic_ns, uint64_t realtime_ns) {
-  clock_ns_ = late_clock_ns_ = monotonic_ns;
+  clocks_.fill(monotonic_ns);
   packet_.clear();
   ProtoBuilder packet(&packet_);
   packet.Varint(kTimestamp, monotonic_ns);
@@ -55,8 +55,9 @@ void PerfettoSequence::Start(uint64_t monotonic_ns, uint64_t realtime_ns) {
   const size_t snapshot = packet.Begin(kClockSnapshot);
   Clock(packet, kMonotonic, monotonic_ns, false);
   Clock(packet, kRealtime, realtime_ns, false);
-  Clock(packet, kClock, monotonic_ns, true);
-  Clock(packet, kLateClock, monotonic_ns, true);
+  for (uint32_t clock = kClock; clock <= kClock + kLateClocks; ++clock) {
+    Clock(packet, clock, monotonic_ns, true);
+  }
   packet.Varint(kPrimaryClock, kMonotonic);
   packet.End(snapshot);
   Write();
@@ -78,28 +79,42 @@ uint64_t PerfettoSequence::Intern(Strings table, std::string_view text) {
   return iid;
 }
 
+std::pair<uint32_t, uint64_t> PerfettoSequence::Stamp(uint64_t time_ns) {
+  size_t best = 0;
+  if (time_ns < clocks_[0]) {  // else the default clock, which needs no clock id
+    best = clocks_.size();
+    for (size_t i = 1; i < clocks_.size(); ++i) {
+      if (clocks_[i] <= time_ns && (best == clocks_.size() || clocks_[i] > clocks_[best])) best = i;
+    }
+    if (best == clocks_.size()) return {static_cast<uint32_t>(kMonotonic), time_ns};
+  }
+  const uint64_t delta = time_ns - clocks_[best];
+  clocks_[best] = time_ns;
+  return {kClock + static_cast<uint32_t>(best), delta};
+}
+
+// The packet is framed straight into the output: its size is known once its
+// leading fields are.
 void PerfettoSequence::Emit(uint64_t time_ns, uint32_t field) {
   packet_.clear();
   ProtoBuilder packet(&packet_);
-  if (time_ns >= clock_ns_) {  // the default clock
-    packet.Varint(kTimestamp, time_ns - clock_ns_);
-    clock_ns_ = time_ns;
-  } else if (time_ns >= late_clock_ns_) {
-    packet.Varint(kTimestamp, time_ns - late_clock_ns_);
-    packet.Varint(kTimestampClockId, kLateClock);
-    late_clock_ns_ = time_ns;
-  } else {
-    packet.Varint(kTimestamp, time_ns);
-    packet.Varint(kTimestampClockId, kMonotonic);
-  }
+  const auto [clock, timestamp] = Stamp(time_ns);
+  packet.Varint(kTimestamp, timestamp);
+  if (clock != kClock) packet.Varint(kTimestampClockId, clock);
   packet.Varint(kSequenceIdField, kSequenceId);
   packet.Varint(kSequenceFlags, kNeedsState);
+  size_t size = packet_.size() + format::wire::BytesFieldSize(field, payload_.size());
+  if (!interned_.empty()) size += format::wire::BytesFieldSize(kInternedData, interned_.size());
+  format::wire::AppendVarint(&pending_, format::wire::Tag(kPacket, format::wire::kLengthDelimited));
+  format::wire::AppendVarint(&pending_, size);
+  pending_ += packet_;
+  ProtoBuilder framed(&pending_);
   if (!interned_.empty()) {
-    packet.Bytes(kInternedData, interned_);
+    framed.Bytes(kInternedData, interned_);
     interned_.clear();
   }
-  packet.Bytes(field, payload_);
-  Write();
+  framed.Bytes(field, payload_);
+  if (pending_.size() >= kFlushBytes) Flush();
 }
 
 void PerfettoSequence::EmitPlain(uint32_t field, std::string_view payload) {

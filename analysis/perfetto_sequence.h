@@ -8,9 +8,9 @@
 //   - delta timestamps: packets are stamped on an incremental clock
 //     (timestamp = nanoseconds since the previous packet on that clock),
 //     declared in the first packet's clock snapshot. A packet stamped earlier
-//     than the clock (a slice begin written when the slice ends) uses a
-//     second incremental clock for those, or the absolute monotonic clock
-//     when it is earlier than both;
+//     than that clock (a slice begin written when the slice ends) uses the
+//     latest of a few more incremental clocks that is not later than it, or
+//     the absolute monotonic clock when all are;
 //   - sequence_flags: the first packet clears the state, every packet that
 //     relies on it says so.
 // Memory grows with what is interned (distinct names and stacks), not with
@@ -23,6 +23,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "analysis/proto_builder.h"
@@ -43,9 +44,10 @@ inline constexpr uint32_t kInternedMappings = 19;
 class PerfettoSequence {
  public:
   static constexpr uint32_t kSequenceId = 1;
-  // Sequence-scoped clock ids (Perfetto reserves 64-127 for them).
+  // Sequence-scoped clock ids (Perfetto reserves 64-127 for them): the
+  // default one, and kLateClocks for packets stamped earlier than it.
   static constexpr uint32_t kClock = 64;
-  static constexpr uint32_t kLateClock = 65;
+  static constexpr size_t kLateClocks = 8;
 
   // Interned string tables. Each is an InternedData field of messages of
   // one shape, {iid = 1, string = 2}.
@@ -90,13 +92,16 @@ class PerfettoSequence {
   uint64_t bytes_written() const { return bytes_written_ + pending_.size(); }
 
  private:
+  // The clock to stamp `time_ns` on, and the timestamp there; advances it.
+  std::pair<uint32_t, uint64_t> Stamp(uint64_t time_ns);
   void Write();  // packet_, as one more packet of the trace
 
   std::ostream& out_;
   std::string payload_, interned_, packet_, pending_;
   std::array<absl::flat_hash_map<std::string, uint64_t>, static_cast<size_t>(Strings::kCount)>
       strings_;
-  uint64_t clock_ns_ = 0, late_clock_ns_ = 0;  // the incremental clocks' last values
+  // The incremental clocks' values: kClock, then the late ones (kClock + 1 + i).
+  std::array<uint64_t, 1 + kLateClocks> clocks_ = {};
   uint64_t bytes_written_ = 0;
 };
 
