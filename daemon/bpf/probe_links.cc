@@ -4,10 +4,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <span>
+#include <string_view>
+#include <tuple>
 
 #include "daemon/base/credentials.h"
 #include "daemon/bpf/skeleton.h"
+#include "daemon/bpf/uprobe_multi.h"
 #include "probes.skel.h"
 
 namespace loupe::bpf {
@@ -38,11 +43,18 @@ bpf_program* ProgramFor(loupe_probes* skel, probes::ProbeProgram program) {
   return nullptr;
 }
 
+std::string AttachWarning(const probes::ProbeAttachment& site, std::string_view error) {
+  return fmt::format("attach uprobe pid={} {} offset {:#x}: {}", site.pid, site.path,
+                     site.file_offset, error);
+}
+
 }  // namespace
 
 struct ProbeLinks::Objects {
   std::optional<ProbesSkeleton> skeleton;
-  std::vector<std::unique_ptr<bpf_link, LinkFree>> links;
+  std::vector<std::unique_ptr<bpf_link, LinkFree>> links;  // one per site
+  std::vector<ScopedFd> multi_links;                       // one per file, program and pid
+  size_t multi_sites = 0;
 };
 
 absl::Status ShareSessionMaps(const SessionMaps& session, const SessionMaps& mine) {
@@ -61,11 +73,67 @@ absl::Status ShareSessionMaps(const SessionMaps& session, const SessionMaps& min
 ProbeLinks::ProbeLinks() : objects_(std::make_unique<Objects>()) {}
 ProbeLinks::~ProbeLinks() { Detach(); }
 
-size_t ProbeLinks::attached() const { return objects_->links.size(); }
+size_t ProbeLinks::attached() const { return objects_->links.size() + objects_->multi_sites; }
 
 void ProbeLinks::Detach() {
   if (objects_->skeleton) (*objects_->skeleton)->bss->recording = false;
   objects_->links.clear();
+  objects_->multi_links.clear();
+  objects_->multi_sites = 0;
+}
+
+// The sites grouped by what one multi link shares: program, file and pid.
+// A group the kernel refuses is retried site by site, so one bad site costs
+// only itself, as with links of one site.
+void ProbeLinks::AttachMulti(const probes::ProbePlan& plan, bool system_wide,
+                             std::vector<std::string>* warnings) {
+  using GroupKey = std::tuple<probes::ProbeProgram, std::string, uint32_t>;
+  std::map<GroupKey, std::vector<const probes::ProbeAttachment*>> groups;
+  for (const probes::ProbeAttachment& site : plan.attachments) {
+    groups[{site.program, site.path, system_wide ? 0 : site.pid}].push_back(&site);
+  }
+  auto link = [&](const GroupKey& key, std::span<const probes::ProbeAttachment* const> sites) {
+    std::vector<uint64_t> offsets, semaphores, cookies;
+    for (const probes::ProbeAttachment* site : sites) {
+      offsets.push_back(site->file_offset);
+      semaphores.push_back(site->semaphore_offset);
+      cookies.push_back(site->cookie);
+    }
+    const auto& [program, path, pid] = key;
+    absl::StatusOr<ScopedFd> fd = AttachUprobeMulti(
+        bpf_program__fd(ProgramFor(objects_->skeleton->get(), program)),
+        {.path = path, .offsets = offsets, .semaphore_offsets = semaphores, .cookies = cookies,
+         .pid = pid, .retprobe = program == probes::ProbeProgram::kUprobeReturn});
+    if (!fd.ok()) return fd.status();
+    objects_->multi_links.push_back(*std::move(fd));
+    objects_->multi_sites += sites.size();
+    return absl::OkStatus();
+  };
+  for (const auto& [key, sites] : groups) {
+    if (link(key, sites).ok()) continue;
+    for (const probes::ProbeAttachment* site : sites) {
+      if (absl::Status status = link(key, {&site, 1}); !status.ok()) {
+        warnings->push_back(AttachWarning(*site, status.ToString()));
+      }
+    }
+  }
+}
+
+void ProbeLinks::AttachEach(const probes::ProbePlan& plan, bool system_wide,
+                            std::vector<std::string>* warnings) {
+  for (const probes::ProbeAttachment& site : plan.attachments) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = site.semaphore_offset,
+                .bpf_cookie = site.cookie,
+                .retprobe = site.program == probes::ProbeProgram::kUprobeReturn);
+    bpf_link* link = bpf_program__attach_uprobe_opts(
+        ProgramFor(objects_->skeleton->get(), site.program),
+        system_wide ? -1 : static_cast<int>(site.pid), site.path.c_str(), site.file_offset, &opts);
+    if (link == nullptr) {
+      warnings->push_back(AttachWarning(site, std::strerror(errno)));
+      continue;
+    }
+    objects_->links.emplace_back(link);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::ProbePlan& plan,
@@ -80,6 +148,14 @@ absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::Pro
   (*skel)->rodata->cfg_usdt_string_cap = usdt_string_cap;
   const SessionMaps mine{(*skel)->maps.events, (*skel)->maps.target_tgids, (*skel)->maps.counters};
   if (absl::Status status = ShareSessionMaps(session, mine); !status.ok()) return status;
+  const bool multi = UprobeMultiSupported();
+  if (multi) {
+    bpf_program* program;
+    bpf_object__for_each_program(program, (*skel)->obj) {
+      bpf_program__set_expected_attach_type(
+          program, static_cast<bpf_attach_type>(kUprobeMultiAttachType));
+    }
+  }
   if (absl::Status status = skel->Load(); !status.ok()) return status;
   for (uint32_t i = 0; i < plan.usdt_specs.size(); ++i) {
     if (bpf_map__update_elem((*skel)->maps.usdt_specs, &i, sizeof i, &plan.usdt_specs[i],
@@ -87,26 +163,18 @@ absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::Pro
       return absl::InternalError(fmt::format("store USDT spec {}: {}", i, std::strerror(errno)));
     }
   }
-  // perf_event_open resolves each path anew: as the caller, so a file
-  // swapped in since planning is probed only if the caller may read it.
+  // The kernel resolves each path anew (perf_event_open, link creation): as
+  // the caller, so a file swapped in since planning is probed only if the
+  // caller may read it.
   ScopedFsCredentials as_caller;
   if (absl::Status status = as_caller.Take(plan.credentials); !status.ok()) return status;
-  for (const probes::ProbeAttachment& site : plan.attachments) {
-    LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = site.semaphore_offset,
-                .bpf_cookie = site.cookie,
-                .retprobe = site.program == probes::ProbeProgram::kUprobeReturn);
-    bpf_link* link = bpf_program__attach_uprobe_opts(
-        ProgramFor(skel->get(), site.program), system_wide ? -1 : static_cast<int>(site.pid),
-        site.path.c_str(), site.file_offset, &opts);
-    if (link == nullptr) {
-      warnings->push_back(fmt::format("attach uprobe pid={} {} offset {:#x}: {}", site.pid,
-                                      site.path, site.file_offset, std::strerror(errno)));
-      continue;
-    }
-    links->objects_->links.emplace_back(link);
-  }
-  (*skel)->bss->recording = true;  // every site at once
   links->objects_->skeleton = *std::move(skel);
+  if (multi) {
+    links->AttachMulti(plan, system_wide, warnings);
+  } else {
+    links->AttachEach(plan, system_wide, warnings);
+  }
+  (*links->objects_->skeleton)->bss->recording = true;  // every site at once
   return links;
 }
 

@@ -1,6 +1,8 @@
 // The uprobes of one session: the probes BPF object (sharing the session's
-// ring, targets and counters) and one link per planned site. A site that
-// cannot be attached becomes a warning; the others still run.
+// ring, targets and counters) and its links: one per file, program and
+// process where the kernel has multi-uprobe links (uprobe_multi.h), else one
+// per site. A site that cannot be attached becomes a warning; the others
+// still run.
 #ifndef LOUPE_DAEMON_BPF_PROBE_LINKS_H_
 #define LOUPE_DAEMON_BPF_PROBE_LINKS_H_
 
@@ -41,6 +43,10 @@ class ProbeLinks {
  private:
   struct Objects;
   ProbeLinks();
+  void AttachMulti(const probes::ProbePlan& plan, bool system_wide,
+                   std::vector<std::string>* warnings);
+  void AttachEach(const probes::ProbePlan& plan, bool system_wide,
+                  std::vector<std::string>* warnings);
   std::unique_ptr<Objects> objects_;
 };
 

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "daemon/bpf/uprobe_multi.h"
 #include "daemon/probes/elf_file.h"
 #include "daemon/session/session.h"
 #include "daemon/format/loss_tally.h"
@@ -370,6 +371,57 @@ TEST(UprobeTest, CallCountsAreExactAndLatencyMatchesTheProgram) {
   std::sort(latencies.begin(), latencies.end());
   const double median = static_cast<double>(latencies[latencies.size() / 2]);
   EXPECT_NEAR(median, program_median, 0.05 * program_median);
+}
+
+// The BPF links this process holds, by type ("uprobe_multi", "perf", ...).
+std::multiset<std::string> LinkTypes() {
+  std::multiset<std::string> types;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fdinfo")) {
+    std::ifstream fdinfo(entry.path());
+    for (std::string line; std::getline(fdinfo, line);) {
+      if (line.rfind("link_type:", 0) == 0) types.insert(line.substr(line.find_last_of(" \t") + 1));
+    }
+  }
+  return types;
+}
+
+// Sites in one file share a link per program (a multi-uprobe link), so
+// detaching waits for the kernel's grace period once, not once per site
+// while the target's threads block on each (tests/bench/attach_stall.sh).
+TEST(UprobeTest, SitesOfOneFileAndProgramShareOneLink) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir;
+  ChildProcess program({TestProgram("uprobe_target"), "7"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  for (const char* spec : {"uprobe_target:work_global", "uprobe_target:work_static",
+                           "uprobe_target:sleep_2ms%return"}) {
+    ASSERT_TRUE(probes::ParseProbeRequests({}, {spec}, &options.probes).ok());
+  }
+  const std::multiset<std::string> before = LinkTypes();
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  const std::multiset<std::string> during = LinkTypes();
+  if (bpf::UprobeMultiSupported()) {
+    // Three entries (sleep_2ms's for its latency) in one link, the return
+    // probe in another.
+    EXPECT_EQ(during.count("uprobe_multi") - before.count("uprobe_multi"), 1u);
+    EXPECT_EQ(during.count("uretprobe_multi") - before.count("uretprobe_multi"), 1u);
+  } else {
+    EXPECT_GE(during.count("perf") - before.count("perf"), 4u);  // with the CPU sampler's
+  }
+  program.WriteLine("go");
+  ASSERT_EQ(program.ReadWords().at(0), "done");
+  ASSERT_TRUE(session->Stop().ok());
+  EXPECT_EQ(LinkTypes(), before);
+
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  for (const char* probe : {"uprobe_target:work_global", "uprobe_target:work_static",
+                            "uprobe_target:sleep_2ms"}) {
+    EXPECT_EQ(CountProbe(trace.uprobe_entries, probe), 7u) << probe;
+  }
+  EXPECT_EQ(trace.uprobe_returns.size(), 7u);
 }
 
 // Copies a test program to `dir` and returns the copy's path.

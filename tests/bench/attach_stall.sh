@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# What attaching and detaching a session costs the traced service (root):
+#   tests/bench/attach_stall.sh [build-dir]
+# attach_stall_service serves back-to-back ~20 µs requests on THREADS
+# workers that never block on their own; bpftrace (blocked_threads.bt)
+# records every interval one of them spends blocked. For each case an
+# embedded tracectl session attaches, traces DURATION and detaches, and the
+# requests and blocked intervals are split into windows: before (a quiet
+# stretch as long as the attach), attach (tracectl start → "tracing"),
+# traced, and detach (end of tracing → tracectl's exit). Printed per case
+# and window: requests, wall p99 and max, the most time one thread spent
+# blocked, the attach time and tracectl start → the first request that saw
+# the shim's probes enabled. Cases: the shim's emitters alone (a few
+# sites), and the same with 200 uprobes on the requests' path, each with
+# multi-uprobe links and with one link per site.
+set -euo pipefail
+build=${1:-build}
+tracectl=$build/tools/tracectl/tracectl
+service=$build/tests/bench/attach_stall_service
+blocked_script=$(dirname "$0")/blocked_threads.bt
+threads=${THREADS:-2}
+duration=${DURATION:-2s}
+repeats=${REPEATS:-3}
+tmp=$(mktemp -d)
+export LOUPE_SOCKET=$tmp/no-louped.sock  # embedded: the tracer is tracectl itself
+trap 'kill $(jobs -p) 2> /dev/null; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+command -v python3 > /dev/null || { echo "python3 is needed"; exit 1; }
+command -v bpftrace > /dev/null || { echo "bpftrace is needed"; exit 1; }
+
+# CLOCK_MONOTONIC (what the service and bpftrace use) = realtime - offset;
+# bash's own microsecond clock stamps lines without a process per line.
+offset=$(python3 -c 'import time
+print(time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC))')
+now() { echo $(("${EPOCHREALTIME/./}000" - offset)); }
+
+# run_case NAME REPEAT [tracectl attach options...]
+run_case() {
+  local name=$1 repeat=$2; shift 2
+  local out=$tmp/${name//\//-}.$repeat
+  coproc SERVICE { "$service" "$out.requests" "$threads"; }
+  local pid
+  read -r _ pid <&"${SERVICE[0]}"
+  stdbuf -oL bpftrace "$blocked_script" "$pid" > "$out.blocked" 2>&1 &
+  local watcher=$!
+  sleep 3  # bpftrace starts, then a quiet stretch: the baseline
+  local start; start=$(now)
+  "$tracectl" attach -d "$duration" -o "$out.trace" "$@" "$pid" 2>&1 |
+    while IFS= read -r line; do  # no $(now): a fork per line lags behind a burst of lines
+      echo "$(("${EPOCHREALTIME/./}000" - offset)) $line"
+    done > "$out.log" || true  # INCOMPLETE is fine here
+  local end; end=$(now)
+  sleep 0.5
+  kill -INT "$watcher"  # bpftrace 0.17 at times never ends on SIGINT: then KILL
+  for _ in $(seq 1 50); do kill -0 "$watcher" 2> /dev/null && sleep 0.1; done
+  kill -KILL "$watcher" 2> /dev/null || true; wait "$watcher" || true
+  eval "exec ${SERVICE[1]}>&-"
+  wait "$SERVICE_PID"
+  local tracing; tracing=$(awk '/tracing pids/ {print $1; exit}' "$out.log")
+  [ -n "$tracing" ] || { echo "$name: tracectl never said it was tracing:"; cat "$out.log"; exit 1; }
+  local first; first=$(awk '/^first_traced/ {print $2}' "$out.requests")
+  echo "$start $tracing $end $first" > "$out.windows"
+}
+
+sites=()
+for i in $(seq 0 199); do sites+=(--uprobe "$(realpath "$service"):stall_site_$(printf %03d "$i")"); done
+
+# Each case with multi-uprobe links (the default where the kernel has them)
+# and with one perf-event link per site (LOUPE_UPROBE_MULTI=0), alternating.
+for repeat in $(seq 1 "$repeats"); do
+  for links in multi per-site; do
+    multi=1; [ "$links" = multi ] || multi=0
+    LOUPE_UPROBE_MULTI=$multi run_case "shim/$links" "$repeat" --sources sched,cpu,shim
+    LOUPE_UPROBE_MULTI=$multi run_case "shim+200uprobes/$links" "$repeat" --sources sched,cpu,shim "${sites[@]}"
+  done
+done
+
+python3 - "$tmp" "$repeats" "$duration" <<'EOF'
+import collections, sys
+tmp, repeats = sys.argv[1], int(sys.argv[2])
+duration_ns = int(float(sys.argv[3].rstrip("s")) * 1e9)
+
+def percentile(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))] if values else 0
+
+def overlap(lo, hi, a, b):
+    return max(0, min(hi, b) - max(lo, a))
+
+print(f"{'case':<24} {'window':<7} {'ms':>6} {'requests':>9} {'p99 us':>8} {'max us':>8} "
+      f"{'blocked ms (worst thread)':>26} {'attach ms':>10} {'first traced ms':>16}")
+for name in ("shim/multi", "shim/per-site", "shim+200uprobes/multi", "shim+200uprobes/per-site"):
+    for repeat in range(1, repeats + 1):
+        base = f"{tmp}/{name.replace('/', '-')}.{repeat}"
+        start, tracing, end, first = map(int, open(base + ".windows").read().split())
+        attach_ns = tracing - start
+        # Tracing ends `duration` after "tracing"; tracectl's exit ends the detach.
+        windows = {"before": (start - attach_ns, start), "attach": (start, tracing),
+                   "traced": (tracing, tracing + duration_ns), "detach": (tracing + duration_ns, end)}
+        requests = []
+        for line in open(base + ".requests"):
+            if not line.startswith("first_traced"):
+                tid, begin, wall = map(int, line.split())
+                requests.append((begin, begin + wall))
+        blocked = []
+        for line in open(base + ".blocked"):
+            if line.startswith("blocked "):
+                _, tid, since, until = line.split()
+                blocked.append((int(tid), int(since), int(until)))
+        for window, (lo, hi) in windows.items():
+            walls = [b - a for a, b in requests if a < hi and b > lo]
+            per_thread = collections.Counter()
+            for tid, since, until in blocked:
+                per_thread[tid] += overlap(lo, hi, since, until)
+            first_ms = f"{(first - start) / 1e6:.0f}" if first else "never"
+            print(f"{name:<24} {window:<7} {(hi - lo) / 1e6:>6.0f} {len(walls):>9} "
+                  f"{percentile(walls, 0.99) / 1e3:>8.0f} {max(walls, default=0) / 1e3:>8.0f} "
+                  f"{max(per_thread.values(), default=0) / 1e6:>26.2f} {attach_ns / 1e6:>10.0f} "
+                  f"{first_ms:>16}")
+EOF
