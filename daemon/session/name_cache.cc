@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "daemon/base/proc_root.h"
@@ -11,14 +12,18 @@
 
 namespace loupe::session {
 
-std::optional<std::string> NameCache::ReadString(uint32_t tgid, uint64_t address, size_t max) {
+std::optional<std::string> NameCache::ReadString(uint32_t tgid, uint64_t address, size_t max,
+                                                 bool* gone) {
   if (address == 0) return std::nullopt;
   // process_vm_readv takes the pid as our namespace numbers it; when
   // louped knows targets only by global pid, read their memory file.
   ScopedFd memory;
   if (!PidsAreLocal()) {
     memory.Reset(::open(ProcPath(tgid, "/mem").c_str(), O_RDONLY | O_CLOEXEC));
-    if (!memory.valid()) return std::nullopt;
+    if (!memory.valid()) {
+      if (gone != nullptr) *gone = errno == ENOENT;
+      return std::nullopt;
+    }
   }
   std::string text(max, '\0');
   // Page by page: a short string near the end of a mapping must not fail
@@ -34,7 +39,10 @@ std::optional<std::string> NameCache::ReadString(uint32_t tgid, uint64_t address
         memory.valid()
             ? ::pread(memory.get(), local.iov_base, want, static_cast<off_t>(at))
             : process_vm_readv(static_cast<pid_t>(tgid), &local, 1, &remote, 1, 0);
-    if (n <= 0) break;
+    if (n <= 0) {
+      if (gone != nullptr) *gone = n < 0 && errno == ESRCH;
+      break;
+    }
     if (std::memchr(text.data() + got, '\0', static_cast<size_t>(n)) != nullptr) {
       got += static_cast<size_t>(n);
       text.resize(std::strlen(text.c_str()));
@@ -50,9 +58,13 @@ std::optional<std::string> NameCache::ReadString(uint32_t tgid, uint64_t address
 std::optional<std::string> NameCache::Name(uint32_t tgid, uint64_t address) {
   for (uint32_t owner = tgid, hops = 0; hops < 64; ++hops) {
     if (auto it = names_.find(Key{owner, address}); it != names_.end()) return it->second;
-    if (std::optional<std::string> read = ReadString(owner, address, kMaxName)) {
-      if (names_.size() < kMaxEntries) names_.emplace(Key{owner, address}, *read);
-      return read;
+    if (!gone_.contains(owner)) {
+      bool gone = false;
+      if (std::optional<std::string> read = ReadString(owner, address, kMaxName, &gone)) {
+        if (names_.size() < kMaxEntries) names_.emplace(Key{owner, address}, *read);
+        return read;
+      }
+      if (gone && gone_.size() < kMaxEntries) gone_.insert(owner);
     }
     auto parent = parent_.find(owner);  // gone: perhaps its parent has it
     if (parent == parent_.end()) break;
@@ -63,10 +75,12 @@ std::optional<std::string> NameCache::Name(uint32_t tgid, uint64_t address) {
 
 void NameCache::OnFork(uint32_t parent_tgid, uint32_t child_tgid) {
   if (parent_tgid != child_tgid) parent_[child_tgid] = parent_tgid;
+  gone_.erase(child_tgid);  // a pid used again
 }
 
 void NameCache::OnExec(uint32_t tgid) {
   parent_.erase(tgid);
+  gone_.erase(tgid);
   absl::erase_if(names_, [tgid](const auto& entry) { return entry.first.tgid == tgid; });
 }
 

@@ -1,7 +1,8 @@
 // Names the shim passes by address (string literals in the application),
 // read from the process once and kept. A child forked after the name was
 // read shares its parent's memory layout, so it inherits the parent's names;
-// an exec forgets them.
+// an exec forgets them. A process found gone is not read again (its events
+// can outlive it in the ring) until its pid is seen forked or exec'ed anew.
 #ifndef LOUPE_DAEMON_SESSION_NAME_CACHE_H_
 #define LOUPE_DAEMON_SESSION_NAME_CACHE_H_
 
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 
 namespace loupe::session {
 
@@ -24,8 +26,10 @@ class NameCache {
   void OnFork(uint32_t parent_tgid, uint32_t child_tgid);
   void OnExec(uint32_t tgid);
 
-  // Reads without caching (a thread name may live in a buffer).
-  static std::optional<std::string> ReadString(uint32_t tgid, uint64_t address, size_t max);
+  // Reads without caching (a thread name may live in a buffer). When it
+  // fails because the process no longer exists, `*gone` is set.
+  static std::optional<std::string> ReadString(uint32_t tgid, uint64_t address, size_t max,
+                                               bool* gone = nullptr);
 
  private:
   struct Key {
@@ -39,6 +43,7 @@ class NameCache {
   };
   absl::flat_hash_map<Key, std::string> names_;
   absl::flat_hash_map<uint32_t, uint32_t> parent_;  // forked child -> parent
+  absl::flat_hash_set<uint32_t> gone_;
 };
 
 }  // namespace loupe::session

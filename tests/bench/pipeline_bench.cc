@@ -3,8 +3,9 @@
 // through decode, reorder, off-CPU derivation, encode, zstd and write,
 // exactly as drained. Symbolization is left out (it needs the live
 // processes and runs on its own thread). Prints events per second of CPU
-// and of wall time, and bytes per event written.
-//   ./build/tests/bench/pipeline_bench CAPTURE [REPEATS]
+// and of wall time, and bytes per event written. With KEEP_DIR, the last
+// repeat's segments are kept there, to compare the trace across changes.
+//   ./build/tests/bench/pipeline_bench CAPTURE [REPEATS [KEEP_DIR]]
 #include <fmt/format.h>
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
@@ -73,7 +74,7 @@ uint64_t LatestTime(const RingBatch& batch, uint64_t previous) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "usage: {} CAPTURE [REPEATS]\n", argv[0]);
+    fmt::print(stderr, "usage: {} CAPTURE [REPEATS [KEEP_DIR]]\n", argv[0]);
     return 2;
   }
   absl::StatusOr<std::vector<RingBatch>> batches = ReadRingCapture(argv[1]);
@@ -82,7 +83,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int repeats = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
-  const std::filesystem::path out = std::filesystem::temp_directory_path() / "loupe-pipeline-bench";
+  const std::filesystem::path out = argc > 3 ? std::filesystem::path(argv[3])
+                                             : std::filesystem::temp_directory_path() /
+                                                   "loupe-pipeline-bench";
   auto log = std::make_shared<spdlog::logger>("bench", std::make_shared<spdlog::sinks::null_sink_mt>());
   std::vector<std::string> probe_names;
   size_t records = 0;
@@ -130,6 +133,6 @@ int main(int argc, char** argv) {
                stats.events / cpu_s / 1e6, stats.events / wall_s / 1e6,
                static_cast<double>(bytes) / std::max<uint64_t>(1, stats.events));
   }
-  std::filesystem::remove_all(out);
+  if (argc <= 3) std::filesystem::remove_all(out);
   return 0;
 }
