@@ -14,11 +14,15 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev libssl-dev
   nlohmann-json3-dev
+  # the collector's S3 client
+  libcurl4-openssl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev systemtap-sdt-dev
   bpftrace linux-perf golang-go openssl procps util-linux time bc systemd yamllint python3-yaml
   # libc's local symbols (memcpy variants, lock internals) that stack tests name
   libc6-dbg
+  # the object-store test: OpenStack Swift with s3api, started on loopback
+  swift-proxy swift-account swift-container swift-object curl
   # protobuf's .proto parser (compiler::Importer): the Perfetto export test
   # decodes against Perfetto's own schema at run time
   libprotoc-dev

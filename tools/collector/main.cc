@@ -15,13 +15,16 @@
 #include "daemon/base/status_util.h"
 #include "daemon/ship/collector_connection.h"
 #include "tools/collector/collector_service.h"
-#include "tools/collector/fs_segment_store.h"
+#include "tools/collector/store_config.h"
+#include "tools/collector/store_config.h"
 
 namespace {
 
 struct Flags {
   std::string listen = "0.0.0.0:7470";
   std::string store = "/var/lib/loupe/collector";
+  std::string s3_endpoint, s3_region = "us-east-1", s3_credentials_file;
+  uint64_t s3_part_size = 8 << 20;
   std::string tokens_file;
   bool no_auth = false;
   std::string tls_cert, tls_key;
@@ -72,8 +75,13 @@ int Run(const Flags& flags) {
     log->error("{}", loupe::MessageOf(credentials.status()));
     return 2;
   }
-  auto store = loupe::collector::FsSegmentStore::Open(
-      {.root = flags.store, .max_total_bytes = flags.max_total_size, .max_age_s = flags.max_age_s},
+  auto store = loupe::collector::OpenStore(
+      {.store = flags.store,
+       .s3_endpoint = flags.s3_endpoint,
+       .s3_region = flags.s3_region,
+       .s3_credentials_file = flags.s3_credentials_file,
+       .s3_part_bytes = flags.s3_part_size,
+       .limits = {.max_total_bytes = flags.max_total_size, .max_age_s = flags.max_age_s}},
       log);
   if (!store.ok()) {
     log->error("{}", loupe::MessageOf(store.status()));
@@ -129,7 +137,22 @@ int main(int argc, char** argv) {
   CLI::App app{"loupe-collector: stores trace segments shipped by louped"};
   app.add_option("--listen", flags.listen, "address:port to serve on (port 0: any)")
       ->capture_default_str();
-  app.add_option("--store", flags.store, "folder the segments are kept in")->capture_default_str();
+  app.add_option("--store", flags.store,
+                 "folder the segments are kept in, or s3://bucket[/prefix] for an S3-compatible "
+                 "object store (credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or "
+                 "--s3-credentials-file)")
+      ->capture_default_str();
+  app.add_option("--s3-endpoint", flags.s3_endpoint,
+                 "http(s)://host[:port] of the object store (default: AWS S3 in --s3-region)");
+  app.add_option("--s3-region", flags.s3_region, "region the requests are signed for")
+      ->capture_default_str();
+  app.add_option("--s3-credentials-file", flags.s3_credentials_file,
+                 "AWS shared-credentials file; its [default] aws_access_key_id and "
+                 "aws_secret_access_key (and aws_session_token) are used");
+  app.add_option("--s3-part-size", flags.s3_part_size,
+                 "bytes per multipart part (at least 5 MiB): what an interrupted upload may "
+                 "have to resend")
+      ->capture_default_str();
   app.add_option("--tokens-file", flags.tokens_file,
                  "lines of '<client-name> <token> [upload=<hosts>] [read=<hosts>]'; every call "
                  "needs one of the tokens. <hosts>: patterns like web-*,db-1 ('*': any run of "
