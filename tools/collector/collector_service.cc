@@ -5,7 +5,6 @@
 #include "daemon/base/status_util.h"
 #include "daemon/ship/sha256.h"
 #include "tools/collector/segment_names.h"
-#include "tools/collector/segment_names.h"
 
 namespace loupe::collector {
 namespace {

@@ -16,7 +16,6 @@
 #include "daemon/ship/collector_connection.h"
 #include "tools/collector/collector_service.h"
 #include "tools/collector/store_config.h"
-#include "tools/collector/store_config.h"
 
 namespace {
 

@@ -17,7 +17,6 @@
 #include "tests/support/temp_dir.h"
 #include "tools/collector/collector_service.h"
 #include "tools/collector/fs_segment_store.h"
-#include "tools/collector/fs_segment_store.h"
 
 namespace loupe::testing {
 
