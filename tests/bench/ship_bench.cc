@@ -5,7 +5,9 @@
 //     for uploads of one client, and what that costs at the daemon's
 //     benchmark load (5 M events/s at the bytes per event these segments
 //     take), as a share of the one core the daemon then uses.
-// Usage: ship_bench LOUPE_COLLECTOR [clients (4)] [segments-per-client (4)]
+// Usage: ship_bench LOUPE_COLLECTOR [clients (4)] [segments-per-client (4)] [store flags...]
+// Store flags replace the collector's --store (a temporary folder), e.g.
+//   --store s3://bucket --s3-endpoint http://127.0.0.1:8080 (credentials from the environment).
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -96,14 +98,28 @@ int main(int argc, char** argv) {
         Write(dir, fmt::format("bench{}", c), c == clients ? 3 * per_client : per_client, 10 + c));
   }
 
+  const std::string tokens = work.path() + "/tokens";
+  std::vector<const char*> collector_argv = {argv[1],         "--listen",   "127.0.0.1:0",
+                                             "--port-file",   port_file.c_str(), "--tokens-file",
+                                             tokens.c_str(),  "--log-level", "warn"};
+  if (argc > 4) {
+    collector_argv.insert(collector_argv.end(), argv + 4, argv + argc);
+  } else {
+    collector_argv.insert(collector_argv.end(), {"--store", store.c_str()});
+  }
+  collector_argv.push_back(nullptr);
   const pid_t collector = fork();
   if (collector == 0) {
-    execl(argv[1], argv[1], "--listen", "127.0.0.1:0", "--port-file", port_file.c_str(),
-          "--store", store.c_str(), "--tokens-file", (work.path() + "/tokens").c_str(),
-          "--log-level", "warn", nullptr);
+    execv(argv[1], const_cast<char* const*>(collector_argv.data()));
     _exit(127);
   }
-  while (!fs::exists(port_file)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (!fs::exists(port_file)) {
+    if (waitpid(collector, nullptr, WNOHANG) == collector) {
+      fmt::print(stderr, "ship_bench: the collector exited before listening\n");
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   std::string port;
   std::ifstream(port_file) >> port;
   const loupe::ship::CollectorEndpoint endpoint{"127.0.0.1:" + port, work.path() + "/token", ""};
