@@ -34,24 +34,27 @@ class ReorderBuffer {
   size_t size() const { return order_.size(); }
 
  private:
-  // The heap holds these, not the events: an event is several hundred
-  // bytes, moved once into its slot rather than at every heap step.
+  // The run holds these, not the events: an event is several hundred
+  // bytes, moved once into its slot rather than at every step of the sort.
   struct Pending {
     uint64_t time_ns;
     uint64_t sequence;  // equal times leave in arrival order
     uint32_t slot;
   };
-  // Later first, so the heap's front is the oldest event.
-  static bool Later(const Pending& a, const Pending& b) {
-    return a.time_ns != b.time_ns ? a.time_ns > b.time_ns : a.sequence > b.sequence;
-  }
+  struct Earlier {  // a type, not a function pointer, so the sort inlines it
+    bool operator()(const Pending& a, const Pending& b) const {
+      return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.sequence < b.sequence;
+    }
+  };
   void ReleaseUntil(uint64_t limit, const Sink& sink);
 
   uint64_t window_ns_;
   size_t max_;
   std::vector<OwnedEvent> slots_;
   std::vector<uint32_t> free_slots_;
-  std::vector<Pending> order_;  // a min-heap on (time, sequence)
+  // Sorted on (time, sequence) up to `sorted_`, then in arrival order.
+  std::vector<Pending> order_;
+  size_t sorted_ = 0;
   uint64_t sequence_ = 0;
   uint64_t newest_ = 0;
   uint64_t released_until_ = 0;  // time of the last event released
