@@ -13,8 +13,9 @@
 namespace loupe::analysis {
 
 // Writes the records of `trace` (opened on `paths`, not yet read) to `out`.
-// Two passes: the first, over `paths`, only for the segments' symbol tables
-// (each comes after its events) and clocks; the second streams packets out.
+// The segments' symbol tables and clocks are read first, without decoding
+// their events (each table comes after its events); then the records stream
+// out as packets.
 absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::TraceReader& trace,
                             std::ostream& out);
 

@@ -9,6 +9,7 @@
 
 #include "daemon/base/status_util.h"
 #include "daemon/format/block_layout.h"
+#include "daemon/format/frame_body.h"
 #include "daemon/format/parsed_size.h"
 #include "daemon/format/wire.h"
 
@@ -24,15 +25,6 @@ void AddToTally(const Record& record, SegmentTally* tally) {
 }
 
 namespace {
-
-// A Frame message holds exactly one length-delimited body field.
-bool SplitFrame(std::string_view payload, uint32_t* field, std::string_view* body) {
-  wire::Cursor cursor(payload);
-  uint64_t tag;
-  if (!cursor.ReadVarint(&tag) || (tag & 7) != wire::kLengthDelimited) return false;
-  *field = static_cast<uint32_t>(tag >> 3);
-  return cursor.ReadLengthDelimited(body) && cursor.empty();
-}
 
 // The value of varint field `number` at the top level of a message; 0 when
 // it is absent (or the message cannot be walked).
