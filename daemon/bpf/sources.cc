@@ -8,13 +8,14 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <future>
 #include <optional>
+#include <utility>
 
 #include "daemon/base/proc_root.h"
 #include "daemon/bpf/probe_links.h"
 #include "daemon/bpf/skeleton.h"
-#include "daemon/symbols/kernel_symbols.h"
+#include "daemon/symbols/kallsyms_scan.h"
 #include "profile.skel.h"
 #include "sched.skel.h"
 
@@ -65,17 +66,6 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
 }
 
-bool InKallsyms(std::string_view symbol) {
-  std::ifstream in("/proc/kallsyms");
-  std::string line;
-  while (std::getline(in, line)) {
-    // "ffffffff82a1c000 D __preempt_count" (address, type, name [module])
-    const size_t name = line.find(' ', line.find(' ') + 1);
-    if (name != std::string::npos && std::string_view(line).substr(name + 1) == symbol) return true;
-  }
-  return false;
-}
-
 // Whether bpf/sched.bpf.c's _pcnt programs can read the per-CPU preempt
 // count: the kernel must describe the variable in BTF (libbpf resolves it
 // there) and list it in kallsyms (the verifier finds its address there,
@@ -85,13 +75,15 @@ struct WakerContextPath {
   std::string description;
 };
 
-WakerContextPath ProbeWakerContext() {
+constexpr const char* kPreemptCount = "__preempt_count";
+
+WakerContextPath ProbeWakerContext(bool preempt_count_in_kallsyms) {
   btf* kernel = btf__load_vmlinux_btf();
   if (kernel == nullptr) return {false, "task or timer (no kernel BTF)"};
   WakerContextPath path{false, "task or timer (no per-CPU preempt count in BTF)"};
-  for (const char* variable : {"__preempt_count"}) {
+  for (const char* variable : {kPreemptCount}) {
     if (btf__find_by_name_kind(kernel, variable, BTF_KIND_VAR) <= 0) continue;
-    if (InKallsyms(variable)) {
+    if (preempt_count_in_kallsyms) {
       path = {true, fmt::format("preempt_count via {}", variable)};
     } else {
       path.description = fmt::format(
@@ -108,6 +100,12 @@ bool IsSchedOnly(std::string_view program) {
 }
 
 }  // namespace
+
+// What the kernel offers that the programs' configuration depends on.
+struct KernelFacts {
+  WakerContextPath waker_context;
+  std::optional<std::pair<uint64_t, uint64_t>> schedule;  // __schedule's text
+};
 
 struct Sources::Objects {
   std::optional<SchedSkeleton> sched;
@@ -142,7 +140,7 @@ Sources::~Sources() {
 }
 
 absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
-                           bool preempt_count) {
+                           const KernelFacts& kernel) {
   objects_->sched.reset();
   absl::StatusOr<SchedSkeleton> sched = SchedSkeleton::Open("sched");
   if (!sched.ok()) return sched.status();
@@ -153,10 +151,9 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
   if (options.sched && options.offcpu_kernel_stacks) {
     // Kernel stacks at switch-out start in __schedule: the frames before
     // it are the tracer's. Without kallsyms they are kept (and shown).
-    if (std::optional<std::pair<uint64_t, uint64_t>> schedule =
-            symbols::KernelSymbols::FunctionRange("__schedule")) {
-      (*sched)->rodata->cfg_schedule_start = schedule->first;
-      (*sched)->rodata->cfg_schedule_end = schedule->second;
+    if (kernel.schedule) {
+      (*sched)->rodata->cfg_schedule_start = kernel.schedule->first;
+      (*sched)->rodata->cfg_schedule_end = kernel.schedule->second;
     }
   }
   bpf_map__set_max_entries((*sched)->maps.unwind_rows,
@@ -169,7 +166,8 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
     const bool raw = name.ends_with("_raw");
     const bool reads_preempt_count = name.find("_pcnt") != std::string_view::npos;
     bpf_program__set_autoload(program, raw != btf_tracepoints &&
-                                           reads_preempt_count == preempt_count &&
+                                           reads_preempt_count ==
+                                               kernel.waker_context.preempt_count &&
                                            (options.sched || !IsSchedOnly(name)));
   }
   if (absl::Status status = sched->Load(); !status.ok()) return status;
@@ -252,16 +250,24 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   std::unique_ptr<Sources> sources(new Sources());
   sources->unwind_tables_ = options.unwind == Unwind::kTables &&
                             (options.cpu || (options.sched && options.offcpu_user_stacks));
+  // kallsyms is read alongside the unwind tables' compilation: the kernel
+  // formats it anew for each reader, a large part of an attach. Only that
+  // read: the kernel BTF probe below, run alongside too, corrupted memory
+  // (libbpf and libelf/libdw in two threads at once).
+  std::future<symbols::KallsymsFacts> kallsyms = std::async(std::launch::async, [] {
+    return symbols::ScanKallsyms("__schedule", kPreemptCount);
+  });
   if (sources->unwind_tables_) {
     sources->unwind_.set_credentials(options.credentials);
     sources->unwind_.Prepare(tgids);
   }
-  const WakerContextPath waker_context = ProbeWakerContext();
+  const symbols::KallsymsFacts listed = kallsyms.get();
+  const KernelFacts kernel{ProbeWakerContext(listed.variable_listed), listed.function_range};
   // Feature probe: BTF-typed tracepoints where the kernel has them.
-  absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true, waker_context.preempt_count);
+  absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true, kernel);
   sources->features_["sched_tracepoints"] = "tp_btf";
   if (!loaded.ok() && loaded.code() != absl::StatusCode::kPermissionDenied) {
-    loaded = sources->Load(options, /*btf_tracepoints=*/false, waker_context.preempt_count);
+    loaded = sources->Load(options, /*btf_tracepoints=*/false, kernel);
     sources->features_["sched_tracepoints"] = "raw_tp (tp_btf unavailable)";
   }
   if (!loaded.ok()) return loaded;
@@ -298,7 +304,7 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
     if (absl::Status status = sources->OpenSampling(options); !status.ok()) return status;
   }
   if (options.sched) {
-    sources->features_["waker_context"] = waker_context.description;
+    sources->features_["waker_context"] = kernel.waker_context.description;
     sources->features_["cpu_holders"] = "switches recorded while a target waits";
   }
   sources->features_["follow_children"] = options.follow_children ? "in BPF on fork" : "off";

@@ -30,6 +30,8 @@ enum class SampleEvent { kCpuClock, kCycles };
 // CFI (frame pointers only where a file has none), or by frame pointers.
 enum class Unwind { kTables, kFramePointers };
 
+struct KernelFacts;  // sources.cc
+
 struct SourceOptions {
   bool sched = true;  // switches and wakeups (process lifecycle is always on)
   bool cpu = true;    // CPU sampling
@@ -84,7 +86,7 @@ class Sources {
  private:
   struct Objects;
   Sources();
-  absl::Status Load(const SourceOptions& options, bool btf_tracepoints, bool preempt_count);
+  absl::Status Load(const SourceOptions& options, bool btf_tracepoints, const KernelFacts& kernel);
   absl::Status OpenSampling(const SourceOptions& options);
 
   std::unique_ptr<Objects> objects_;  // its sampler links own their perf event fds

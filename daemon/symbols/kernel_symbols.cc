@@ -4,7 +4,6 @@
 #include <charconv>
 #include <fstream>
 #include <iterator>
-#include <limits>
 #include <vector>
 #include <sstream>
 
@@ -49,31 +48,6 @@ std::string KernelSymbols::Name(uint64_t address) const {
                                 [](uint64_t a, const Symbol& s) { return a < s.address; });
   if (after == symbols_.begin()) return "";
   return std::prev(after)->name;
-}
-
-std::optional<std::pair<uint64_t, uint64_t>> KernelSymbols::FunctionRange(std::string_view name) {
-  // Addresses only, read as a stream: the whole table with its names would
-  // be tens of MB at the peak of a session's start.
-  std::ifstream in("/proc/kallsyms");
-  std::vector<uint64_t> text;
-  uint64_t start = 0;
-  std::string address, type, symbol;
-  while (in >> address >> type >> symbol) {
-    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-    if (type != "t" && type != "T") continue;
-    uint64_t value = 0;
-    auto [end, error] = std::from_chars(address.data(), address.data() + address.size(), value, 16);
-    if (error != std::errc() || value == 0) continue;
-    text.push_back(value);
-    if (symbol == name && start == 0) start = value;
-  }
-  if (start == 0) return std::nullopt;
-  uint64_t next = UINT64_MAX;
-  for (uint64_t value : text) {
-    if (value > start && value < next) next = value;
-  }
-  if (next == UINT64_MAX) return std::nullopt;
-  return std::pair{start, next};
 }
 
 }  // namespace loupe::symbols

@@ -21,10 +21,6 @@ class KernelSymbols {
 
   // "function" or "function [module]"; "" when unknown.
   std::string Name(uint64_t address) const;
-  // Where the kernel function `name` lies, from /proc/kallsyms: its address
-  // up to the next function's; nullopt when it is not listed (or addresses
-  // are hidden).
-  static std::optional<std::pair<uint64_t, uint64_t>> FunctionRange(std::string_view name);
   const std::string& note() const { return note_; }
 
  private:

@@ -9,8 +9,8 @@
 # stretch as long as the attach), attach (tracectl start → "tracing"),
 # traced, and detach (end of tracing → tracectl's exit). Printed per case
 # and window: requests, wall p99 and max, the most time one thread spent
-# blocked, the attach time and tracectl start → the first request that saw
-# the shim's probes enabled. Cases: the shim's emitters alone (a few
+# blocked, the attach time, and from tracectl's start to the trace's first
+# event and to the first request that saw the shim's probes enabled. Cases: the shim's emitters alone (a few
 # sites), and the same with 200 uprobes on the requests' path, each with
 # multi-uprobe links and with one link per site.
 set -euo pipefail
@@ -58,7 +58,16 @@ run_case() {
   local tracing; tracing=$(awk '/tracing pids/ {print $1; exit}' "$out.log")
   [ -n "$tracing" ] || { echo "$name: tracectl never said it was tracing:"; cat "$out.log"; exit 1; }
   local first; first=$(awk '/^first_traced/ {print $2}' "$out.requests")
-  echo "$start $tracing $end $first" > "$out.windows"
+  # The trace's first event (time order; the processes' descriptions aside).
+  local first_event; first_event=$("$tracectl" export --format json -o - "$out.trace" 2> /dev/null |
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    event = json.loads(line)
+    if event["kind"] not in ("process_info", "thread_info"):
+        print(event["time_ns"]); break
+else:
+    print(0)')
+  echo "$start $tracing $end $first $first_event" > "$out.windows"
 }
 
 sites=()
@@ -87,11 +96,11 @@ def overlap(lo, hi, a, b):
     return max(0, min(hi, b) - max(lo, a))
 
 print(f"{'case':<24} {'window':<7} {'ms':>6} {'requests':>9} {'p99 us':>8} {'max us':>8} "
-      f"{'blocked ms (worst thread)':>26} {'attach ms':>10} {'first traced ms':>16}")
+      f"{'blocked ms (worst thread)':>26} {'attach ms':>10} {'first event ms':>15} {'shim live ms':>13}")
 for name in ("shim/multi", "shim/per-site", "shim+200uprobes/multi", "shim+200uprobes/per-site"):
     for repeat in range(1, repeats + 1):
         base = f"{tmp}/{name.replace('/', '-')}.{repeat}"
-        start, tracing, end, first = map(int, open(base + ".windows").read().split())
+        start, tracing, end, first, first_event = map(int, open(base + ".windows").read().split())
         attach_ns = tracing - start
         # Tracing ends `duration` after "tracing"; tracectl's exit ends the detach.
         windows = {"before": (start - attach_ns, start), "attach": (start, tracing),
@@ -112,8 +121,9 @@ for name in ("shim/multi", "shim/per-site", "shim+200uprobes/multi", "shim+200up
             for tid, since, until in blocked:
                 per_thread[tid] += overlap(lo, hi, since, until)
             first_ms = f"{(first - start) / 1e6:.0f}" if first else "never"
+            first_event_ms = f"{(first_event - start) / 1e6:.0f}" if first_event else "none"
             print(f"{name:<24} {window:<7} {(hi - lo) / 1e6:>6.0f} {len(walls):>9} "
                   f"{percentile(walls, 0.99) / 1e3:>8.0f} {max(walls, default=0) / 1e3:>8.0f} "
                   f"{max(per_thread.values(), default=0) / 1e6:>26.2f} {attach_ns / 1e6:>10.0f} "
-                  f"{first_ms:>16}")
+                  f"{first_event_ms:>15} {first_ms:>13}")
 EOF
