@@ -6,7 +6,8 @@
 # id), and creates <bucket>. Exit 77 when Debian's swift packages are missing, 1 on failure.
 # usage: start_swift.sh <dir> <bucket>
 set -euo pipefail
-dir=$1 bucket=$2
+mkdir -p "$1"
+dir=$(realpath "$1") bucket=$2
 for server in proxy account container object; do
   command -v "swift-$server-server" > /dev/null || {
     echo "swift-$server-server not installed (Debian package swift-$server)"; exit 77; }
