@@ -19,7 +19,7 @@ constexpr uint64_t kStateCleared = 1, kNeedsState = 2;  // sequence_flags
 // ClockSnapshot, ClockSnapshot.Clock
 constexpr uint32_t kClocks = 1, kPrimaryClock = 2;
 constexpr uint32_t kClockId = 1, kClockTimestamp = 2, kIncremental = 3;
-constexpr uint64_t kRealtime = 1, kMonotonic = 3;  // BuiltinClock
+constexpr uint64_t kRealtime = 1, kMonotonic = 3, kBoottime = 6;  // BuiltinClock
 // InternedString, EventName, DebugAnnotationName
 constexpr uint32_t kIid = 1, kString = 2;
 
@@ -55,6 +55,10 @@ void PerfettoSequence::Start(uint64_t monotonic_ns, uint64_t realtime_ns) {
   const size_t snapshot = packet.Begin(kClockSnapshot);
   Clock(packet, kMonotonic, monotonic_ns, false);
   Clock(packet, kRealtime, realtime_ns, false);
+  // Perfetto reads kernel scheduling data (PerfettoCompactSched) as boot
+  // time; ours is monotonic. Declared equal here, those times are read as
+  // they are: boot time differs only by time suspended before the trace.
+  Clock(packet, kBoottime, monotonic_ns, false);
   for (uint32_t clock = kClock; clock <= kClock + kLateClocks; ++clock) {
     Clock(packet, clock, monotonic_ns, true);
   }

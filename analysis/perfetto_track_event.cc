@@ -7,11 +7,10 @@ using Strings = PerfettoSequence::Strings;
 
 // TrackEvent (protos/perfetto/trace/track_event/track_event.proto)
 constexpr uint32_t kAnnotations = 4, kType = 9, kNameIid = 10, kTrack = 11, kName = 23,
-                   kCounterValue = 30, kDoubleCounterValue = 44, kFlowIds = 47,
-                   kTerminatingFlowIds = 48;
+                   kCounterValue = 30, kDoubleCounterValue = 44;
 // DebugAnnotation (debug_annotation.proto)
 constexpr uint32_t kArgNameIid = 1, kBool = 2, kUint = 3, kInt = 4, kDouble = 5, kString = 6,
-                   kArrayValues = 12, kStringIid = 17;
+                   kStringIid = 17;
 
 }  // namespace
 
@@ -72,26 +71,6 @@ void TrackEventBuilder::LabelId(std::string_view name, uint64_t value_iid) {
   event_.End(arg);
 }
 
-void TrackEventBuilder::Labels(std::string_view name, std::span<const uint64_t> value_iids) {
-  const size_t arg = BeginArg(name);
-  for (uint64_t iid : value_iids) {
-    const size_t value = event_.Begin(kArrayValues);
-    event_.Varint(kStringIid, iid);
-    event_.End(value);
-  }
-  event_.End(arg);
-}
-
-void TrackEventBuilder::Ints(std::string_view name, std::span<const int64_t> values) {
-  const size_t arg = BeginArg(name);
-  for (int64_t number : values) {
-    const size_t value = event_.Begin(kArrayValues);
-    event_.SignedVarint(kInt, number);
-    event_.End(value);
-  }
-  event_.End(arg);
-}
-
 void TrackEventBuilder::Counter(const format::Value& value) {
   if (value.type == format::ValueType::kDouble) {
     event_.Double(kDoubleCounterValue, value.AsDouble());
@@ -99,9 +78,5 @@ void TrackEventBuilder::Counter(const format::Value& value) {
     event_.SignedVarint(kCounterValue, value.AsInt());
   }
 }
-
-void TrackEventBuilder::Flow(uint64_t id) { event_.Fixed64(kFlowIds, id); }
-
-void TrackEventBuilder::TerminatingFlow(uint64_t id) { event_.Fixed64(kTerminatingFlowIds, id); }
 
 }  // namespace loupe::analysis

@@ -6,7 +6,6 @@
 #define LOUPE_ANALYSIS_PERFETTO_TRACK_EVENT_H_
 
 #include <cstdint>
-#include <span>
 #include <string_view>
 
 #include "analysis/perfetto_sequence.h"
@@ -32,14 +31,8 @@ class TrackEventBuilder {
   void Label(std::string_view name, std::string_view value);
   // A label given by its id (PerfettoSequence::Strings::kAnnotationValues).
   void LabelId(std::string_view name, uint64_t value_iid);
-  // Labels given by their ids (PerfettoSequence::Strings::kAnnotationValues).
-  void Labels(std::string_view name, std::span<const uint64_t> value_iids);
-  void Ints(std::string_view name, std::span<const int64_t> values);
 
   void Counter(const format::Value& value);
-  // A flow arrow leaves this event, or ends at it.
-  void Flow(uint64_t id);
-  void TerminatingFlow(uint64_t id);
 
   void Emit(uint64_t time_ns) { sequence_.Emit(time_ns, perfetto_field::kTrackEvent); }
 

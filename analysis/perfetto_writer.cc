@@ -37,7 +37,11 @@ PerfettoWriter::PerfettoWriter(std::ostream& out, StackProfile& stacks)
     : sequence_(out),
       stacks_(stacks),
       callstacks_(sequence_, stacks),
-      timeline_(threads_, [this](const StateInterval& interval) { OnInterval(interval); }) {}
+      timeline_(threads_,
+                [this](const StateInterval& interval) {
+                  if (interval.state == ThreadState::kBlocked) Blocked(interval);
+                }),
+      sched_(sequence_, threads_) {}
 
 void PerfettoWriter::Start(uint64_t monotonic_ns, uint64_t realtime_ns) {
   sequence_.Start(monotonic_ns, realtime_ns);
@@ -187,29 +191,8 @@ std::string_view PerfettoWriter::WaitName(uint32_t stack, uint32_t prev_state) {
   return it->second;
 }
 
-void PerfettoWriter::OnInterval(const StateInterval& interval) {
-  if (interval.state == ThreadState::kBlocked) {
-    Blocked(interval);
-  } else if (interval.state == ThreadState::kRunnable) {
-    Runnable(interval);
-  }
-}
-
 void PerfettoWriter::Blocked(const StateInterval& interval) {
   const Wake& wake = interval.wake;
-  // Only a traced waker has a track for the arrow to leave from.
-  uint64_t flow = 0;
-  if (wake.seen && wake.context == format::WakerContext::kTask && threads_.Traced(wake.tid)) {
-    flow = next_flow_++;
-    const uint64_t waker_track = ThreadTrack(wake.tid);
-    const uint64_t woken = Who(interval.tid);
-    TrackEventBuilder wakeup(sequence_, TrackEventBuilder::kInstant, waker_track);
-    wakeup.Name("wakeup");
-    wakeup.Flow(flow);
-    wakeup.LabelId("woken", woken);
-    wakeup.Emit(interval.end_ns);
-    flows_[interval.tid] = {interval.end_ns, flow};
-  }
   const uint64_t track = ChildTrack(TrackKind::kScheduling, interval.tid, "scheduling");
   TrackEventBuilder event(sequence_, TrackEventBuilder::kSliceBegin, track);
   event.Name(WaitName(interval.stack, interval.prev_state));
@@ -231,35 +214,6 @@ void PerfettoWriter::Blocked(const StateInterval& interval) {
       }
     }
   }
-  event.Emit(interval.begin_ns);
-  EndSlice(track, interval.end_ns);
-}
-
-// The CPU's holders, longest first, as two arrays: who ("held by"), and for
-// how long ("held by ns").
-void PerfettoWriter::Runnable(const StateInterval& interval) {
-  const uint64_t track = ChildTrack(TrackKind::kScheduling, interval.tid, "scheduling");
-  holders_.assign(interval.holders.begin(), interval.holders.end());
-  std::sort(holders_.begin(), holders_.end(), [](const Holder& a, const Holder& b) {
-    return a.ns != b.ns ? a.ns > b.ns : a.tid < b.tid;
-  });
-  holder_names_.clear();
-  holder_ns_.clear();
-  for (const Holder& holder : holders_) {
-    holder_names_.push_back(Who(holder.tid));
-    holder_ns_.push_back(static_cast<int64_t>(holder.ns));
-  }
-  TrackEventBuilder event(sequence_, TrackEventBuilder::kSliceBegin, track);
-  event.Name("runnable");
-  if (auto flow = flows_.find(interval.tid); flow != flows_.end()) {
-    if (flow->second.first == interval.begin_ns) event.TerminatingFlow(flow->second.second);
-    flows_.erase(flow);
-  }
-  if (!holders_.empty()) {
-    event.Labels("held by", holder_names_);
-    event.Ints("held by ns", holder_ns_);
-  }
-  event.Arg("cpu", interval.cpu);
   event.Emit(interval.begin_ns);
   EndSlice(track, interval.end_ns);
 }
@@ -297,6 +251,7 @@ void PerfettoWriter::EndRequest(const format::Record& record, const format::Oper
 
 void PerfettoWriter::Finish() {
   timeline_.Finish(last_ns_);
+  sched_.Flush();
   if (requests_not_drawn_ != 0) {
     TrackEventBuilder event(sequence_, TrackEventBuilder::kInstant, RequestsTrack());
     event.UniqueName(fmt::format("{} requests not drawn: every lane busy", requests_not_drawn_));
@@ -310,7 +265,10 @@ void PerfettoWriter::Add(const format::Record& record) {
   using namespace format;
   last_ns_ = std::max(last_ns_, record.time_ns);
   const bool named = threads_.Observe(record);
-  if (named) who_.clear();
+  if (named) {
+    who_.clear();
+    sched_.Renamed();
+  }
   const uint32_t stack = stacks_.Add(record);
   timeline_.Add(record, stack);
   std::visit(Overloaded{
@@ -328,10 +286,16 @@ void PerfettoWriter::Add(const format::Record& record) {
                  [&](const Counter& counter) { DrawCounter(record, counter); },
                  [&](const CpuSample&) { Sample(record, stack); },
                  [&](const Loss& loss) { DrawLoss(record, loss); },
+                 [&](const SchedSwitch& sw) {
+                   sched_.Switch(record.cpu, record.time_ns, sw.prev_state, sw.next_tid);
+                 },
+                 [&](const SchedWakeup& wakeup) {
+                   sched_.Waking(record.cpu, record.time_ns, wakeup.woken_tid, wakeup.target_cpu);
+                 },
                  // Drawn by the timeline's "scheduling" tracks, or only naming tracks.
                  [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ProcessFork&) {},
-                 [](const ProcessExec&) {}, [](const ThreadExit&) {}, [](const SchedSwitch&) {},
-                 [](const SchedWakeup&) {}, [](const SchedMigrate&) {}, [](const OffCpu&) {}},
+                 [](const ProcessExec&) {}, [](const ThreadExit&) {}, [](const SchedMigrate&) {},
+                 [](const OffCpu&) {}},
              record.payload);
 }
 

@@ -3,11 +3,13 @@
 // length):
 //   - a track per process and per thread (named), with shim spans as nested
 //     slices, USDT probes, uprobe entries and instant events as instants;
+//   - context switches and wakeups as Perfetto's kernel scheduling data
+//     (analysis/perfetto_compact_sched.h): its CPU tracks and thread states,
+//     runnable time and wakers included;
 //   - per thread, child tracks "scheduling" and "uprobes" (call-to-return
-//     slices). "scheduling" shows the same state model as the report
-//     (ThreadTimeline): blocked intervals named by their wait class, with
-//     the blocking stack and the waker (a flow arrow from a traced waker's
-//     "wakeup" instant), and "runnable" intervals with the CPU's holders;
+//     slices). "scheduling" adds what Perfetto cannot know, from the same
+//     state model as the report (ThreadTimeline): blocked intervals named by
+//     their wait class, with the blocking stack and the waker;
 //   - counters as counter tracks;
 //   - requests (shim operations) on a bounded set of lanes under "requests";
 //   - CPU samples as perf samples with interned callstacks;
@@ -27,6 +29,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "analysis/perfetto_callstacks.h"
+#include "analysis/perfetto_compact_sched.h"
 #include "analysis/perfetto_sequence.h"
 #include "analysis/perfetto_track_event.h"
 #include "analysis/stack_profile.h"
@@ -88,9 +91,7 @@ class PerfettoWriter {
   void DrawCounter(const format::Record& record, const format::Counter& counter);
   void DrawLoss(const format::Record& record, const format::Loss& loss);
   void Sample(const format::Record& record, uint32_t stack);
-  void OnInterval(const StateInterval& interval);
   void Blocked(const StateInterval& interval);
-  void Runnable(const StateInterval& interval);
   // Annotation values, interned: "name (tid N, process)"; a stack's
   // innermost application function; a stack in one line. Each is made once.
   uint64_t Who(uint32_t tid);
@@ -105,6 +106,7 @@ class PerfettoWriter {
   PerfettoCallstacks callstacks_;
   ThreadDirectory threads_;
   ThreadTimeline timeline_;  // reads threads_
+  PerfettoCompactSched sched_;  // reads threads_
   absl::flat_hash_map<std::pair<TrackKind, uint64_t>, uint64_t> tracks_;
   std::string descriptor_;
   uint64_t last_ns_ = 0;
@@ -113,17 +115,10 @@ class PerfettoWriter {
   absl::flat_hash_map<uint32_t, uint64_t> who_;
   absl::flat_hash_map<uint32_t, uint64_t> function_of_, stack_line_of_;  // by stack id
   absl::flat_hash_map<std::pair<uint32_t, uint32_t>, std::string_view> wait_names_;
-  // A traced waker's flow, waiting for the woken thread's runnable slice
-  // that starts at the wakeup: tid -> (wakeup time, flow id).
-  absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> flows_;
-  uint64_t next_flow_ = 1;
   // Requests drawn, by operation id -> lane; lane_busy_[i]: lane i + 1 holds one.
   absl::flat_hash_map<uint64_t, size_t> request_lanes_;
   std::vector<bool> lane_busy_;
   uint64_t requests_not_drawn_ = 0;
-  std::vector<Holder> holders_;  // scratch, for Runnable
-  std::vector<uint64_t> holder_names_;
-  std::vector<int64_t> holder_ns_;
 };
 
 }  // namespace loupe::analysis

@@ -2,8 +2,9 @@
 # tracectl export on a real trace of a program with a known hot path
 # (main -> middle -> leaf_work -> mix, inlined): folded stacks name it and
 # sum to the sample count, `go tool pprof` reads the profile and puts mix on
-# top, the Perfetto trace decodes against our Perfetto .proto with every
-# sample and its interned stack and a scheduling track, JSON has one line per record; bad input
+# top, the Perfetto trace decodes against Perfetto's official .proto with
+# every sample and its interned stack, a scheduling track and per-CPU
+# scheduling data, JSON has one line per record; bad input
 # gets a clear message.
 set -euo pipefail
 tracectl=$1 app=$2 source=$3
@@ -51,17 +52,19 @@ top=$(awk '/flat%/{getline; print $6; exit}' "$work/pprof.out")
 [ "$top" = "mix" ] || fail "pprof's top function is '$top': $(head -12 "$work/pprof.out")"
 
 "$tracectl" export --format perfetto "$work/trace" -o "$work/trace.pftrace"
-protoc --decode=loupe.perfetto.Trace -I "$source/proto" "$source/proto/perfetto/trace.proto" \
+protoc --decode=perfetto.protos.Trace -I "$source/tests/fixtures/perfetto" \
+  "$source/tests/fixtures/perfetto/perfetto_trace.proto" \
   < "$work/trace.pftrace" > "$work/perfetto.txt" || fail "the Perfetto trace does not decode"
 perf_samples=$(grep -c '^  perf_sample {' "$work/perfetto.txt" || true)
 [ "$perf_samples" = "$samples" ] || fail "$perf_samples perf samples for $samples CPU samples"
 grep -q 'str: "mix"' "$work/perfetto.txt" || fail "mix is not an interned function name"
 grep -q 'process_name: "symbols_app_pie"' "$work/perfetto.txt" || fail "no process track"
 grep -q 'name: "scheduling"' "$work/perfetto.txt" || fail "no scheduling track"
-# Every wakeup of the app leaves it runnable for a while: the slice names who
-# held its CPU meanwhile (at least the idle task it replaced).
-grep -q 'name: "runnable"' "$work/perfetto.txt" || fail "no runnable slice"
-grep -q 'name: "held by"' "$work/perfetto.txt" || fail "no CPU holder on a runnable slice"
+# Switches and wakeups are Perfetto's own scheduling data (its CPU tracks
+# and thread states), the app named in them.
+grep -q 'switch_next_pid: '"$app_pid" "$work/perfetto.txt" || fail "no switch to the app"
+grep -q 'waking_pid: ' "$work/perfetto.txt" || fail "no wakeup in the scheduling data"
+grep -q 'intern_table: "symbols_app' "$work/perfetto.txt" || fail "the app's name is not interned"
 ! grep -q 'name: "off-CPU"' "$work/perfetto.txt" || fail "the old off-CPU track is still written"
 grep -q 'primary_trace_clock: BUILTIN_CLOCK_MONOTONIC' "$work/perfetto.txt" || fail "no clock snapshot"
 

@@ -16,7 +16,7 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 
 constexpr uint64_t kStateCleared = 1, kNeedsState = 2;  // TracePacket.sequence_flags
-constexpr uint64_t kMonotonic = 3, kRealtime = 1;      // BuiltinClock
+constexpr uint64_t kMonotonic = 3, kRealtime = 1, kBoottime = 6;  // BuiltinClock
 
 class ImportErrors : public google::protobuf::compiler::MultiFileErrorCollector {
  public:
@@ -150,6 +150,7 @@ class Replay {
     if (Has(packet, "track_descriptor")) Track(Sub(packet, "track_descriptor"));
     if (Has(packet, "track_event")) Event(Sub(packet, "track_event"), time);
     if (Has(packet, "perf_sample")) Sample(Sub(packet, "perf_sample"), time);
+    if (Has(packet, "ftrace_events")) Bundle(Sub(packet, "ftrace_events"));
   }
 
  private:
@@ -201,6 +202,11 @@ class Replay {
         incremental_[id] = U64(*clock, "timestamp");
       } else if (id == kRealtime) {
         out_.realtime_at_start_ns = U64(*clock, "timestamp");
+      } else if (id == kBoottime) {
+        boot_to_trace_ = U64(*clock, "timestamp");
+        have_boottime_ = true;
+      } else if (id == kMonotonic) {
+        monotonic_at_snapshot_ = U64(*clock, "timestamp");
       }
     }
   }
@@ -298,8 +304,70 @@ class Replay {
     }
   }
 
+  // One CPU's compact_sched columns, as Perfetto reads them: columns of one
+  // event kind of equal length, timestamps as deltas from the previous one
+  // in the bundle (the first from zero), names by index into intern_table,
+  // times in boot time, which the clock snapshot must relate to the trace's.
+  void Bundle(const Message& bundle) {
+    if (!Has(bundle, "cpu")) Problem("ftrace bundle without a cpu");
+    if (!Has(bundle, "compact_sched")) return;
+    if (!have_boottime_) Problem("kernel scheduling data without a boot-time clock in the snapshot");
+    const uint32_t cpu = static_cast<uint32_t>(U64(bundle, "cpu"));
+    const Message& sched = Sub(bundle, "compact_sched");
+    const FieldDescriptor* table = Field(sched, "intern_table");
+    const int comms = sched.GetReflection()->FieldSize(sched, table);
+    auto comm = [&](uint64_t index) -> std::string {
+      if (index >= static_cast<uint64_t>(comms)) {
+        Problem(fmt::format("comm index {} past the bundle's {} names", index, comms));
+        return "";
+      }
+      return sched.GetReflection()->GetRepeatedString(sched, table, static_cast<int>(index));
+    };
+    uint64_t& last = last_sched_ns_[cpu];
+    const std::vector<uint64_t> times = Numbers(sched, "switch_timestamp"),
+                                states = Numbers(sched, "switch_prev_state"),
+                                pids = Numbers(sched, "switch_next_pid"),
+                                prios = Numbers(sched, "switch_next_prio"),
+                                names = Numbers(sched, "switch_next_comm_index");
+    if (states.size() != times.size() || pids.size() != times.size() ||
+        prios.size() != times.size() || names.size() != times.size()) {
+      Problem("compact_sched switch columns of different lengths");
+      return;
+    }
+    uint64_t time = 0;
+    for (size_t i = 0; i < times.size(); ++i) {
+      time += times[i];
+      if (time < last) Problem(fmt::format("cpu {}: a switch before the previous event", cpu));
+      last = time;
+      out_.switches.push_back({cpu, BootToTrace(time), static_cast<int64_t>(states[i]),
+                               static_cast<uint32_t>(pids[i]), comm(names[i])});
+    }
+    const std::vector<uint64_t> waking_times = Numbers(sched, "waking_timestamp"),
+                                waking_pids = Numbers(sched, "waking_pid"),
+                                targets = Numbers(sched, "waking_target_cpu"),
+                                waking_prios = Numbers(sched, "waking_prio"),
+                                waking_names = Numbers(sched, "waking_comm_index");
+    if (waking_pids.size() != waking_times.size() || targets.size() != waking_times.size() ||
+        waking_prios.size() != waking_times.size() || waking_names.size() != waking_times.size()) {
+      Problem("compact_sched waking columns of different lengths");
+      return;
+    }
+    time = 0;
+    for (size_t i = 0; i < waking_times.size(); ++i) {
+      time += waking_times[i];
+      out_.wakings.push_back({cpu, BootToTrace(time), static_cast<uint32_t>(waking_pids[i]),
+                              static_cast<uint32_t>(targets[i]), comm(waking_names[i])});
+    }
+  }
+  uint64_t BootToTrace(uint64_t boot_ns) const {
+    return boot_ns - boot_to_trace_ + monotonic_at_snapshot_;
+  }
+
   DecodedTrace& out_;
   std::string where_;
+  bool have_boottime_ = false;
+  uint64_t boot_to_trace_ = 0, monotonic_at_snapshot_ = 0;
+  std::map<uint32_t, uint64_t> last_sched_ns_;  // per cpu, across its bundles
   bool cleared_ = false;
   uint64_t default_clock_ = 0;
   std::map<uint64_t, uint64_t> incremental_;  // clock id -> its current value

@@ -42,12 +42,30 @@ struct DecodedSample {
   std::vector<std::string> mappings;  // each frame's mapping path ("" none)
 };
 
+// Kernel scheduling data (FtraceEventBundle.compact_sched), one per event,
+// times in the trace clock, thread names resolved from the bundle's table.
+struct DecodedSwitch {
+  uint32_t cpu = 0;
+  uint64_t time_ns = 0;
+  int64_t prev_state = 0;
+  uint32_t next_tid = 0;
+  std::string next_comm;
+};
+struct DecodedWaking {
+  uint32_t cpu = 0;  // where the waker ran
+  uint64_t time_ns = 0;
+  uint32_t tid = 0, target_cpu = 0;
+  std::string comm;
+};
+
 struct DecodedTrace {
   std::vector<std::string> problems;  // empty: Perfetto reads it all
   size_t packets = 0;
   std::map<uint64_t, DecodedTrack> tracks;
   std::vector<DecodedEvent> events;
   std::vector<DecodedSample> samples;
+  std::vector<DecodedSwitch> switches;
+  std::vector<DecodedWaking> wakings;
   uint64_t realtime_at_start_ns = 0;
 };
 

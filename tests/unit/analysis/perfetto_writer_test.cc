@@ -1,8 +1,9 @@
 // The Perfetto export on hand-built traces, read back against Perfetto's
-// official schema with the sequence's interning replayed: a handler blocked on a lock shows a "lock" slice with its stack and
-// its waker, a flow from the waker's wakeup to the handler's runnable slice,
-// and the runnable slice names the foreign thread that held its CPU; and
-// requests share a bounded set of lanes.
+// official schema with the sequence's interning replayed: a handler blocked
+// on a lock shows a "lock" slice with its stack and its waker; switches and
+// wakeups are Perfetto's own per-CPU scheduling data, with thread names, from
+// which it draws runnable time and wakers; and requests share a bounded set
+// of lanes.
 #include "analysis/perfetto_writer.h"
 
 #include <gtest/gtest.h>
@@ -124,27 +125,32 @@ TEST(PerfettoWriterTest, BlockedSliceIsNamedByItsWaitWithStackAndWaker) {
   EXPECT_EQ(args["waker_tid"], std::to_string(kWaker));
 }
 
-TEST(PerfettoWriterTest, FlowLinksTheWakersInstantToTheWokenSlice) {
+TEST(PerfettoWriterTest, SwitchesAndWakeupsArePerfettosSchedulingData) {
   const DecodedTrace trace = Export(LockWait());
-  const DecodedEvent* wakeup = Named(trace, "wakeup");
-  const DecodedEvent* runnable = Named(trace, "runnable");
-  ASSERT_NE(wakeup, nullptr);
-  ASSERT_NE(runnable, nullptr);
-  EXPECT_EQ(trace.tracks.at(wakeup->track).tid, kWaker);
-  EXPECT_EQ(wakeup->time_ns, 50'000u);
-  EXPECT_EQ(wakeup->args.at("woken"), "worker-0 (tid 11, lock_service)");
-  ASSERT_EQ(wakeup->flows.size(), 1u);
-  EXPECT_EQ(runnable->terminating_flows, wakeup->flows);
-  EXPECT_EQ(runnable->track, Named(trace, "lock")->track);
-}
-
-TEST(PerfettoWriterTest, RunnableSliceNamesItsCpuHolder) {
-  const DecodedTrace trace = Export(LockWait());
-  const DecodedEvent* runnable = Named(trace, "runnable");
-  ASSERT_NE(runnable, nullptr);
-  EXPECT_EQ(runnable->args.at("held by"), "bg_compress (tid 99, noisy)");
-  EXPECT_EQ(runnable->args.at("held by ns"), "4000000");
-  EXPECT_EQ(runnable->args.at("cpu"), "0");
+  ASSERT_EQ(trace.switches.size(), 4u);
+  // Per CPU, in time order: cpu 0's three switches, then cpu 1's one.
+  const testing::DecodedSwitch& out = trace.switches[1];
+  EXPECT_EQ(out.cpu, 0u);
+  EXPECT_EQ(out.time_ns, 3'000u);
+  EXPECT_EQ(out.prev_state, 1);
+  EXPECT_EQ(out.next_tid, kHog);
+  EXPECT_EQ(out.next_comm, "bg_compress");
+  const testing::DecodedSwitch& back = trace.switches[2];
+  EXPECT_EQ(back.time_ns, 4'050'000u);
+  EXPECT_EQ(back.next_tid, kHandler);
+  EXPECT_EQ(back.next_comm, "worker-0");
+  EXPECT_EQ(trace.switches[3].cpu, 1u);
+  EXPECT_EQ(trace.switches[3].next_comm, "janitor");
+  ASSERT_EQ(trace.wakings.size(), 1u);
+  const testing::DecodedWaking& waking = trace.wakings[0];
+  EXPECT_EQ(waking.cpu, 1u);  // the waker's: Perfetto takes the waker from what runs there
+  EXPECT_EQ(waking.time_ns, 50'000u);
+  EXPECT_EQ(waking.tid, kHandler);
+  EXPECT_EQ(waking.target_cpu, 0u);
+  EXPECT_EQ(waking.comm, "worker-0");
+  // Runnable time and wakeups are Perfetto's to draw from these, not slices.
+  EXPECT_EQ(Named(trace, "runnable"), nullptr);
+  EXPECT_EQ(Named(trace, "wakeup"), nullptr);
 }
 
 // `count` requests, one begun every 100 ns, each lasting `length` ns (an
