@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string>
 #include <vector>
@@ -10,51 +11,35 @@
 #include "daemon/base/scoped_fd.h"
 
 namespace loupe::symbols {
-namespace {
 
-class Scanner {
- public:
-  Scanner(std::string_view function, std::string_view variable)
-      : function_(function), variable_(variable) {}
-
-  void Line(std::string_view line) {
-    const size_t type_at = line.find(' ');
-    if (type_at == std::string_view::npos || type_at + 3 > line.size()) return;
-    const char type = line[type_at + 1];
-    std::string_view name = line.substr(type_at + 3);
-    name = name.substr(0, name.find('\t'));  // "\t[module]" follows module symbols
-    if (name == variable_) facts_.variable_listed = true;
-    if (type != 't' && type != 'T') return;
-    uint64_t address = 0;
-    const auto [end, error] = std::from_chars(line.data(), line.data() + type_at, address, 16);
-    if (error != std::errc() || address == 0) return;
-    text_.push_back(address);
-    if (name == function_ && start_ == 0) start_ = address;
+std::optional<KallsymsLine> ParseKallsymsLine(std::string_view line) {
+  const size_t type_at = line.find(' ');
+  if (type_at == 0 || type_at == std::string_view::npos || type_at + 3 > line.size() ||
+      line[type_at + 2] != ' ') {
+    return std::nullopt;
   }
-
-  KallsymsFacts Finish() {
-    if (start_ != 0) {
-      // Lines are not wholly sorted (modules follow the core kernel).
-      uint64_t next = UINT64_MAX;
-      for (uint64_t address : text_) {
-        if (address > start_ && address < next) next = address;
-      }
-      if (next != UINT64_MAX) facts_.function_range = std::pair{start_, next};
+  KallsymsLine parsed;
+  const auto [end, error] =
+      std::from_chars(line.data(), line.data() + type_at, parsed.address, 16);
+  if (error != std::errc() || end != line.data() + type_at) return std::nullopt;
+  parsed.type = line[type_at + 1];
+  std::string_view name = line.substr(type_at + 3);
+  if (const size_t tab = name.find('\t'); tab != std::string_view::npos) {
+    std::string_view module = name.substr(tab + 1);
+    if (module.size() >= 2 && module.front() == '[' && module.back() == ']') {
+      parsed.module = module.substr(1, module.size() - 2);
     }
-    return facts_;
+    name = name.substr(0, tab);
   }
+  if (name.empty()) return std::nullopt;
+  parsed.name = name;
+  return parsed;
+}
 
- private:
-  std::string_view function_, variable_;
-  std::vector<uint64_t> text_;  // addresses only: names would be tens of MB
-  uint64_t start_ = 0;
-  KallsymsFacts facts_;
-};
-
-}  // namespace
-
-KallsymsFacts ScanKallsyms(int fd, std::string_view function, std::string_view variable) {
-  Scanner scanner(function, variable);
+void ForEachKallsymsLine(int fd, const std::function<void(const KallsymsLine&)>& line) {
+  auto parse = [&](std::string_view text) {
+    if (std::optional<KallsymsLine> parsed = ParseKallsymsLine(text)) line(*parsed);
+  };
   std::string buffer(256 << 10, '\0');
   size_t held = 0;  // bytes of an unfinished line kept at the buffer's start
   for (;;) {
@@ -64,15 +49,35 @@ KallsymsFacts ScanKallsyms(int fd, std::string_view function, std::string_view v
     size_t line_start = 0;
     for (size_t newline; (newline = text.find('\n', line_start)) != std::string_view::npos;
          line_start = newline + 1) {
-      scanner.Line(text.substr(line_start, newline - line_start));
+      parse(text.substr(line_start, newline - line_start));
     }
     held = text.size() - line_start;
     if (held == buffer.size()) held = 0;  // a line longer than the buffer: not kallsyms
     std::copy(buffer.begin() + static_cast<ptrdiff_t>(line_start),
               buffer.begin() + static_cast<ptrdiff_t>(line_start + held), buffer.begin());
   }
-  if (held > 0) scanner.Line(std::string_view(buffer.data(), held));
-  return scanner.Finish();
+  if (held > 0) parse(std::string_view(buffer.data(), held));
+}
+
+KallsymsFacts ScanKallsyms(int fd, std::string_view function, std::string_view variable) {
+  KallsymsFacts facts;
+  std::vector<uint64_t> text;  // addresses only: names would be tens of MB
+  uint64_t start = 0;
+  ForEachKallsymsLine(fd, [&](const KallsymsLine& line) {
+    if (line.name == variable) facts.variable_listed = true;
+    if (line.address == 0 || (line.type != 't' && line.type != 'T')) return;
+    text.push_back(line.address);
+    if (line.name == function && line.module.empty() && start == 0) start = line.address;
+  });
+  if (start != 0) {
+    // Lines are not wholly sorted (modules follow the core kernel).
+    uint64_t next = UINT64_MAX;
+    for (uint64_t address : text) {
+      if (address > start && address < next) next = address;
+    }
+    if (next != UINT64_MAX) facts.function_range = std::pair{start, next};
+  }
+  return facts;
 }
 
 KallsymsFacts ScanKallsyms(std::string_view function, std::string_view variable) {

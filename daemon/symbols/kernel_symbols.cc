@@ -1,53 +1,63 @@
 #include "daemon/symbols/kernel_symbols.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
-#include <charconv>
-#include <fstream>
-#include <iterator>
-#include <vector>
-#include <sstream>
+
+#include "daemon/base/scoped_fd.h"
 
 namespace loupe::symbols {
 
 KernelSymbols::KernelSymbols(std::string_view kallsyms) {
-  bool hidden = false;
   while (!kallsyms.empty()) {
     const size_t newline = std::min(kallsyms.find('\n'), kallsyms.size());
-    std::istringstream line{std::string(kallsyms.substr(0, newline))};
-    kallsyms.remove_prefix(std::min(newline + 1, kallsyms.size()));
-    std::string address, type, name, module;
-    if (!(line >> address >> type >> name)) continue;
-    line >> module;
-    uint64_t value = 0;
-    auto [end, error] = std::from_chars(address.data(), address.data() + address.size(), value, 16);
-    if (error != std::errc() || end != address.data() + address.size()) continue;
-    if (value == 0) {
-      hidden = true;
-      continue;
+    if (std::optional<KallsymsLine> line = ParseKallsymsLine(kallsyms.substr(0, newline))) {
+      Add(*line);
     }
-    // Text symbols only: data symbols would name addresses inside functions.
-    if (type != "t" && type != "T" && type != "w" && type != "W") continue;
-    symbols_.push_back({value, module.empty() ? name : name + " " + module});
+    kallsyms.remove_prefix(std::min(newline + 1, kallsyms.size()));
   }
-  std::sort(symbols_.begin(), symbols_.end(),
-            [](const Symbol& a, const Symbol& b) { return a.address < b.address; });
-  if (symbols_.empty()) {
-    note_ = hidden ? "kernel addresses hidden by kptr_restrict: kernel frames are not named"
-                   : "no kernel symbols: kernel frames are not named";
-  }
+  Finish();
 }
 
 KernelSymbols KernelSymbols::Load() {
-  std::ifstream in("/proc/kallsyms");
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
-  return KernelSymbols(text);
+  KernelSymbols kernel;
+  ScopedFd fd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
+  if (fd.valid()) ForEachKallsymsLine(fd.get(), [&](const KallsymsLine& line) { kernel.Add(line); });
+  kernel.Finish();
+  return kernel;
+}
+
+void KernelSymbols::Add(const KallsymsLine& line) {
+  if (line.address == 0) {
+    hidden_ = true;
+    return;
+  }
+  // Text symbols only: data symbols would name addresses inside functions.
+  if (!line.IsText()) return;
+  const size_t offset = names_.size();
+  names_ += line.name;
+  if (!line.module.empty()) names_.append(" [").append(line.module).append("]");
+  symbols_.push_back({line.address, static_cast<uint32_t>(offset),
+                      static_cast<uint32_t>(names_.size() - offset)});
+}
+
+void KernelSymbols::Finish() {
+  std::sort(symbols_.begin(), symbols_.end(),
+            [](const Symbol& a, const Symbol& b) { return a.address < b.address; });
+  symbols_.shrink_to_fit();
+  names_.shrink_to_fit();
+  if (symbols_.empty()) {
+    note_ = hidden_ ? "kernel addresses hidden by kptr_restrict: kernel frames are not named"
+                    : "no kernel symbols: kernel frames are not named";
+  }
 }
 
 std::string KernelSymbols::Name(uint64_t address) const {
   auto after = std::upper_bound(symbols_.begin(), symbols_.end(), address,
                                 [](uint64_t a, const Symbol& s) { return a < s.address; });
   if (after == symbols_.begin()) return "";
-  return std::prev(after)->name;
+  const Symbol& symbol = *std::prev(after);
+  return names_.substr(symbol.name_offset, symbol.name_length);
 }
 
 }  // namespace loupe::symbols

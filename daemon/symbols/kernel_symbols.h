@@ -11,24 +11,35 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/symbols/kallsyms_scan.h"
+
 namespace loupe::symbols {
 
 class KernelSymbols {
  public:
-  // Parses kallsyms text (the file's format: "ADDRESS TYPE NAME [MODULE]").
+  // Parses kallsyms text (the file's format: "ADDRESS TYPE NAME[\t[MODULE]]").
   explicit KernelSymbols(std::string_view kallsyms);
-  static KernelSymbols Load();  // from /proc/kallsyms
+  static KernelSymbols Load();  // from /proc/kallsyms, streamed
 
   // "function" or "function [module]"; "" when unknown.
   std::string Name(uint64_t address) const;
   const std::string& note() const { return note_; }
 
  private:
+  KernelSymbols() = default;
+  void Add(const KallsymsLine& line);
+  void Finish();
+
+  // 16 bytes a symbol and one arena of names ("name" or "name [module]"):
+  // a string per symbol cost twice as much for the kernel's 120 k functions.
   struct Symbol {
     uint64_t address;
-    std::string name;
+    uint32_t name_offset;
+    uint32_t name_length;
   };
   std::vector<Symbol> symbols_;  // sorted by address
+  std::string names_;
+  bool hidden_ = false;
   std::string note_;
 };
 

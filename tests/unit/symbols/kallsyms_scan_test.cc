@@ -8,6 +8,7 @@
 #include <string>
 
 #include "daemon/base/scoped_fd.h"
+#include "daemon/symbols/kernel_symbols.h"
 
 namespace loupe::symbols {
 namespace {
@@ -73,6 +74,20 @@ TEST(KallsymsScanTest, MalformedLinesAreSkipped) {
       "__schedule", "none");
   ASSERT_TRUE(facts.function_range.has_value());
   EXPECT_EQ(facts.function_range->first, 0xffffffff81001000u);
+}
+
+// The live file, streamed by both readers: they agree on __schedule's text
+// (where kptr_restrict shows addresses to this user; else both find none).
+TEST(KallsymsScanTest, LiveKallsymsAgreesWithTheSymbolizersTable) {
+  const KallsymsFacts facts = ScanKallsyms("__schedule", "__preempt_count");
+  const KernelSymbols kernel = KernelSymbols::Load();
+  if (!facts.function_range) {
+    EXPECT_EQ(kernel.Name(0xffffffff81000000u), "");
+    return;
+  }
+  EXPECT_EQ(kernel.Name(facts.function_range->first), "__schedule");
+  EXPECT_EQ(kernel.Name(facts.function_range->second - 1), "__schedule");
+  EXPECT_NE(kernel.Name(facts.function_range->second), "__schedule");
 }
 
 }  // namespace
