@@ -112,6 +112,10 @@ start_collector a
 C a verify --host test-host > "$work/all.verify" || fail "$(cat "$work/all.verify")"
 [ "$(count_of "$work/all.verify")" = $((${#small[@]} + 1)) ] || fail "$(cat "$work/all.verify")"
 send a 0 "${small[0]}" > "$work/dup.out" || fail "duplicate: $(cat "$work/dup.out")"
+# Both collectors as one address list: either answers.
+"$tracectl" verify --host test-host --collector "127.0.0.1:${port[a]},127.0.0.1:${port[b]}" \
+  --collector-token-file "$work/token" > "$work/both.verify" || fail "$(cat "$work/both.verify")"
+[ "$(count_of "$work/both.verify")" = $((${#small[@]} + 1)) ] || fail "$(cat "$work/both.verify")"
 
 # 4. Listing by host and time.
 C a verify --host test-host --since 1h > "$work/recent.verify" || fail "$(cat "$work/recent.verify")"

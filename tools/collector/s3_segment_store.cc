@@ -464,6 +464,21 @@ void S3SegmentStore::SweepStaging() {
     request.query["key-marker"] = XmlText(page->body, "NextKeyMarker");
     request.query["upload-id-marker"] = XmlText(page->body, "NextUploadIdMarker");
   }
+  // Digest states whose upload is gone (completed or aborted) but which a
+  // failed delete left behind.
+  std::vector<std::string> stale;
+  absl::Status listed =
+      ListObjects(options_.prefix + kStagingFolder, "", [&](const Listed& state) {
+        if (state.last_modified < stale_before) stale.push_back(state.key);
+        return true;
+      });
+  if (!listed.ok()) log_->warn("staging sweep: {}", MessageOf(listed));
+  for (const std::string& key : stale) {
+    if (absl::StatusOr<S3Response> deleted = client_->Call({.method = "DELETE", .key = key});
+        !deleted.ok()) {
+      log_->warn("staging sweep: {}", MessageOf(deleted.status()));
+    }
+  }
 }
 
 }  // namespace loupe::collector
