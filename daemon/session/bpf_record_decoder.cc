@@ -23,7 +23,10 @@ bool Load(std::span<const uint8_t> bytes, size_t fixed_part, T* out) {
   return true;
 }
 
-std::string CString(const char* text, size_t max) { return std::string(text, strnlen(text, max)); }
+// Into the event's own string, whose buffer a reused event keeps.
+void AssignCString(const char* text, size_t max, std::string* out) {
+  out->assign(text, strnlen(text, max));
+}
 
 // Lowest and highest address a user frame can have (the first page is never
 // mapped; above 47 bits is kernel or non-canonical with 4-level paging).
@@ -68,95 +71,95 @@ bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user
 
 }  // namespace
 
-std::optional<OwnedEvent> DecodeBpfRecord(std::span<const uint8_t> bytes) {
+bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
   loupe_record_header header;
-  if (bytes.size() < sizeof header) return std::nullopt;
+  event->Clear();
+  if (bytes.size() < sizeof header) return false;
   std::memcpy(&header, bytes.data(), sizeof header);
-  OwnedEvent event;
-  event.record.time_ns = header.time_ns;
-  event.record.cpu = header.cpu;
+  event->record.time_ns = header.time_ns;
+  event->record.cpu = header.cpu;
 
   switch (header.type) {
     case LOUPE_REC_SCHED_SWITCH: {
       loupe_sched_switch r;
       const size_t fixed = offsetof(loupe_sched_switch, frames);
-      if (!Load(bytes, fixed, &r)) return std::nullopt;
-      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, r.stack_flags, &event)) {
-        return std::nullopt;
+      if (!Load(bytes, fixed, &r)) return false;
+      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, r.stack_flags, event)) {
+        return false;
       }
-      event.record.tid = r.prev_tid;
-      event.record.payload = format::SchedSwitch{r.next_tid, r.prev_state};
-      event.prev_tgid = r.prev_tgid;
-      event.next_tgid = r.next_tgid;
+      event->record.tid = r.prev_tid;
+      event->record.payload = format::SchedSwitch{r.next_tid, r.prev_state};
+      event->prev_tgid = r.prev_tgid;
+      event->next_tgid = r.next_tgid;
       // Most switches are between targets: no name, no allocation.
-      if (r.prev_comm[0] != '\0') event.prev_comm = CString(r.prev_comm, sizeof r.prev_comm);
-      if (r.next_comm[0] != '\0') event.next_comm = CString(r.next_comm, sizeof r.next_comm);
-      return event;
+      if (r.prev_comm[0] != '\0') AssignCString(r.prev_comm, sizeof r.prev_comm, &event->prev_comm);
+      if (r.next_comm[0] != '\0') AssignCString(r.next_comm, sizeof r.next_comm, &event->next_comm);
+      return true;
     }
     case LOUPE_REC_SCHED_WAKEUP: {
       loupe_sched_wakeup r;
-      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
-      if (r.context > static_cast<uint32_t>(format::kMaxWakerContext)) return std::nullopt;
-      event.record.tid = r.waker_tid;
-      event.record.payload = format::SchedWakeup{r.woken_tid, r.target_cpu, r.is_new != 0,
+      if (!Load(bytes, sizeof r, &r)) return false;
+      if (r.context > static_cast<uint32_t>(format::kMaxWakerContext)) return false;
+      event->record.tid = r.waker_tid;
+      event->record.payload = format::SchedWakeup{r.woken_tid, r.target_cpu, r.is_new != 0,
                                                  static_cast<format::WakerContext>(r.context)};
-      event.next_tgid = r.woken_tgid;
-      return event;
+      event->next_tgid = r.woken_tgid;
+      return true;
     }
     case LOUPE_REC_SCHED_MIGRATE: {
       loupe_sched_migrate r;
-      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
-      event.record.tid = r.tid;
-      event.record.payload = format::SchedMigrate{r.orig_cpu, r.dest_cpu};
-      event.prev_tgid = r.tgid;
-      return event;
+      if (!Load(bytes, sizeof r, &r)) return false;
+      event->record.tid = r.tid;
+      event->record.payload = format::SchedMigrate{r.orig_cpu, r.dest_cpu};
+      event->prev_tgid = r.tgid;
+      return true;
     }
     case LOUPE_REC_PROCESS_FORK: {
       loupe_process_fork r;
-      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
-      event.record.tid = r.parent_tid;
-      event.record.payload = format::ProcessFork{r.child_tgid, r.child_tid};
-      event.prev_tgid = r.parent_tgid;
-      event.next_tgid = r.child_tgid;
-      return event;
+      if (!Load(bytes, sizeof r, &r)) return false;
+      event->record.tid = r.parent_tid;
+      event->record.payload = format::ProcessFork{r.child_tgid, r.child_tid};
+      event->prev_tgid = r.parent_tgid;
+      event->next_tgid = r.child_tgid;
+      return true;
     }
     case LOUPE_REC_PROCESS_EXEC: {
       loupe_process_exec r;
-      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
-      event.record.tid = r.tid;
-      event.text = CString(r.filename, sizeof r.filename);
-      event.record.payload = format::ProcessExec{.pid = r.tgid};
-      return event;
+      if (!Load(bytes, sizeof r, &r)) return false;
+      event->record.tid = r.tid;
+      AssignCString(r.filename, sizeof r.filename, &event->text);
+      event->record.payload = format::ProcessExec{.pid = r.tgid};
+      return true;
     }
     case LOUPE_REC_THREAD_EXIT: {
       loupe_thread_exit r;
-      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
-      event.record.tid = r.tid;
-      event.record.payload = format::ThreadExit{r.tgid, ExitCode(r.exit_code), r.group_dead != 0};
-      return event;
+      if (!Load(bytes, sizeof r, &r)) return false;
+      event->record.tid = r.tid;
+      event->record.payload = format::ThreadExit{r.tgid, ExitCode(r.exit_code), r.group_dead != 0};
+      return true;
     }
     case LOUPE_REC_THREAD_NAME: {
       loupe_thread_name r;
-      if (!Load(bytes, sizeof r, &r)) return std::nullopt;
-      event.record.tid = r.tid;
-      event.text = CString(r.comm, sizeof r.comm);
-      event.record.payload = format::ThreadInfo{.pid = r.tgid, .ns_tid = 0};
-      return event;
+      if (!Load(bytes, sizeof r, &r)) return false;
+      event->record.tid = r.tid;
+      AssignCString(r.comm, sizeof r.comm, &event->text);
+      event->record.payload = format::ThreadInfo{.pid = r.tgid, .ns_tid = 0};
+      return true;
     }
     case LOUPE_REC_CPU_SAMPLE: {
       loupe_cpu_sample r;
       const size_t fixed = offsetof(loupe_cpu_sample, frames);
-      if (!Load(bytes, fixed, &r)) return std::nullopt;
-      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, r.stack_flags, &event)) {
-        return std::nullopt;
+      if (!Load(bytes, fixed, &r)) return false;
+      if (!TakeStacks(bytes, fixed, r.user_depth, r.kernel_depth, r.stack_flags, event)) {
+        return false;
       }
-      event.record.tid = r.tid;
-      event.record.payload = format::CpuSample{};
-      event.prev_tgid = r.tgid;
-      return event;
+      event->record.tid = r.tid;
+      event->record.payload = format::CpuSample{};
+      event->prev_tgid = r.tgid;
+      return true;
     }
     default:
-      return std::nullopt;
+      return false;
   }
 }
 

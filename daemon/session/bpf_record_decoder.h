@@ -4,15 +4,15 @@
 #define LOUPE_DAEMON_SESSION_BPF_RECORD_DECODER_H_
 
 #include <cstdint>
-#include <optional>
 #include <span>
 
 #include "daemon/session/owned_event.h"
 
 namespace loupe::session {
 
-// nullopt for a malformed record (counted by the caller) or an unknown type.
-std::optional<OwnedEvent> DecodeBpfRecord(std::span<const uint8_t> bytes);
+// Clears `event` and decodes into it; false for a malformed record
+// (counted by the caller) or an unknown type.
+bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event);
 
 }  // namespace loupe::session
 

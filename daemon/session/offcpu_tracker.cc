@@ -68,7 +68,11 @@ std::optional<OwnedEvent> OffCpuTracker::OnSwitch(OwnedEvent& event,
   }
   if (is_target_(event.prev_tgid)) {
     SwitchedOut& out = switched_out_[record.tid];
-    out = {record.time_ns, change.prev_state, std::move(event.frames), event.user_depth};
+    out.time_ns = record.time_ns;
+    out.state = change.prev_state;
+    out.user_depth = event.user_depth;
+    // Swapped, not moved: the event's slot gets a buffer back for its next stack.
+    out.frames.swap(event.frames);
     event.frames.clear();
     event.user_depth = 0;
   }

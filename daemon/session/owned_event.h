@@ -44,6 +44,26 @@ struct OwnedEvent {
   std::string prev_comm;
   std::string next_comm;
 
+  // Empties every member above for the next event, keeping their buffers:
+  // a reorder slot decoded into again allocates nothing for its stacks,
+  // names or fields. A new member must be reset here too.
+  void Clear() {
+    record = {};
+    frames.clear();
+    user_depth = 0;
+    unwind_stopped = false;
+    exact_frames.clear();
+    text.clear();
+    value_text.clear();
+    args.clear();
+    fields.clear();
+    field_views.clear();
+    prev_tgid = 0;
+    next_tgid = 0;
+    prev_comm.clear();
+    next_comm.clear();
+  }
+
   format::Stack UserStack() const { return {frames.data(), user_depth}; }
   format::Stack KernelStack() const {
     return {frames.data() + user_depth, frames.size() - user_depth};

@@ -64,10 +64,11 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
 void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
   uint16_t type = 0;
   if (bytes.size() >= sizeof type) std::memcpy(&type, bytes.data(), sizeof type);
-  std::optional<OwnedEvent> event = ProbeRecordDecoder::Handles(type)
-                                        ? probe_decoder_.Decode(bytes)
-                                        : DecodeBpfRecord(bytes);
-  if (!event) {
+  // Decoded straight into its place in the reorder buffer.
+  OwnedEvent* event = &reorder_.Next();
+  const bool decoded = ProbeRecordDecoder::Handles(type) ? probe_decoder_.Decode(bytes, event)
+                                                         : DecodeBpfRecord(bytes, event);
+  if (!decoded) {
     ++malformed_;  // a bug on one side of records.h; reported as a loss
     return;
   }
@@ -82,7 +83,7 @@ void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
   } else if (const auto* exec = std::get_if<format::ProcessExec>(&event->record.payload)) {
     probe_decoder_.names().OnExec(exec->pid);
   }
-  reorder_.Add(*std::move(event));
+  reorder_.Add();
 }
 
 void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, bool final,

@@ -39,85 +39,83 @@ std::string_view ProbeRecordDecoder::ProbeName(uint32_t id) {
   return "<unknown probe>";
 }
 
-std::optional<OwnedEvent> ProbeRecordDecoder::Decode(std::span<const uint8_t> bytes) {
+bool ProbeRecordDecoder::Decode(std::span<const uint8_t> bytes, OwnedEvent* event) {
   loupe_record_header header;
-  if (bytes.size() < sizeof header) return std::nullopt;
+  event->Clear();
+  if (bytes.size() < sizeof header) return false;
   std::memcpy(&header, bytes.data(), sizeof header);
-  OwnedEvent event;
-  event.record.time_ns = header.time_ns;
-  event.record.cpu = header.cpu;
+  event->record.time_ns = header.time_ns;
+  event->record.cpu = header.cpu;
 
   switch (header.type) {
     case LOUPE_REC_INSTANT:
-      if (!DecodeInstant(bytes, &event)) return std::nullopt;
-      return event;
+      return DecodeInstant(bytes, event);
     case LOUPE_REC_USDT:
-      if (!DecodeUsdt(bytes, &event)) return std::nullopt;
-      return event;
+      return DecodeUsdt(bytes, event);
     case LOUPE_REC_UPROBE_ENTRY:
     case LOUPE_REC_UPROBE_RETURN: {
       loupe_uprobe_event r;
-      if (bytes.size() != sizeof r) return std::nullopt;
+      if (bytes.size() != sizeof r) return false;
       std::memcpy(&r, bytes.data(), sizeof r);
-      if (r.arg_count > LOUPE_UPROBE_MAX_ARGS) return std::nullopt;
-      event.record.tid = r.tid;
-      event.prev_tgid = r.tgid;
+      if (r.arg_count > LOUPE_UPROBE_MAX_ARGS) return false;
+      event->record.tid = r.tid;
+      event->prev_tgid = r.tgid;
       if (header.type == LOUPE_REC_UPROBE_ENTRY) {
-        event.args.assign(r.values, r.values + r.arg_count);
-        event.record.payload = format::UprobeEntry{.probe = ProbeName(r.probe)};
+        event->args.assign(r.values, r.values + r.arg_count);
+        event->record.payload = format::UprobeEntry{.probe = ProbeName(r.probe)};
       } else {
-        event.record.payload =
+        event->record.payload =
             format::UprobeReturn{.probe = ProbeName(r.probe), .retval = r.values[0]};
       }
-      return event;
+      return true;
     }
     default:
       break;
   }
 
   loupe_shim_event r;
-  if (bytes.size() != sizeof r) return std::nullopt;
+  if (bytes.size() != sizeof r) return false;
   std::memcpy(&r, bytes.data(), sizeof r);
-  event.record.tid = r.tid;
-  event.prev_tgid = r.tgid;
+  event->record.tid = r.tid;
+  event->prev_tgid = r.tgid;
   switch (header.type) {
     case LOUPE_REC_SPAN_BEGIN:
-      event.text = NameAt(r.tgid, r.args[0]);
-      event.record.payload = format::SpanBegin{
+      event->text = NameAt(r.tgid, r.args[0]);
+      event->record.payload = format::SpanBegin{
           .span_id = r.args[1], .parent_id = r.args[2], .operation_id = r.args[3]};
-      return event;
+      return true;
     case LOUPE_REC_SPAN_END:
-      event.record.payload = format::SpanEnd{.span_id = r.args[0]};
-      return event;
+      event->record.payload = format::SpanEnd{.span_id = r.args[0]};
+      return true;
     case LOUPE_REC_COUNTER:
-      event.text = NameAt(r.tgid, r.args[0]);
-      event.record.payload = format::Counter{
+      event->text = NameAt(r.tgid, r.args[0]);
+      event->record.payload = format::Counter{
           .value = {FieldType(static_cast<uint32_t>(r.args[1])), r.args[2], {}}};
-      return event;
+      return true;
     case LOUPE_REC_OPERATION_BEGIN:
-      event.text = NameAt(r.tgid, r.args[1]);
-      event.record.payload = format::OperationBegin{.operation_id = r.args[0]};
-      return event;
+      event->text = NameAt(r.tgid, r.args[1]);
+      event->record.payload = format::OperationBegin{.operation_id = r.args[0]};
+      return true;
     case LOUPE_REC_OPERATION_END:
-      event.record.payload = format::OperationEnd{.operation_id = r.args[0]};
-      return event;
+      event->record.payload = format::OperationEnd{.operation_id = r.args[0]};
+      return true;
     case LOUPE_REC_SHIM_THREAD_NAME:
       if (std::optional<std::string> name =
               NameCache::ReadString(r.tgid, r.args[0], NameCache::kMaxName)) {
-        event.text = *std::move(name);
+        event->text = *std::move(name);
       } else {
         ++losses_.shim_unreadable;
       }
-      event.record.payload = format::ThreadInfo{.pid = r.tgid};
-      return event;
+      event->record.payload = format::ThreadInfo{.pid = r.tgid};
+      return true;
     case LOUPE_REC_TRIGGER:
       // A trigger is an instant event marked as one.
-      event.text = NameAt(r.tgid, r.args[0]);
-      event.fields.push_back({.key = "loupe.trigger", .type = format::ValueType::kBool, .bits = 1});
-      event.record.payload = format::Instant{};
-      return event;
+      event->text = NameAt(r.tgid, r.args[0]);
+      event->fields.push_back({.key = "loupe.trigger", .type = format::ValueType::kBool, .bits = 1});
+      event->record.payload = format::Instant{};
+      return true;
     default:
-      return std::nullopt;
+      return false;
   }
 }
 

@@ -6,7 +6,6 @@
 #define LOUPE_DAEMON_SESSION_PROBE_RECORD_DECODER_H_
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,8 +30,9 @@ class ProbeRecordDecoder {
       : probe_names_(probe_names), filter_(policy) {}
 
   static bool Handles(uint16_t type);
-  // nullopt for a malformed record (counted by the caller).
-  std::optional<OwnedEvent> Decode(std::span<const uint8_t> bytes);
+  // Clears `event` and decodes into it; false for a malformed record
+  // (counted by the caller).
+  bool Decode(std::span<const uint8_t> bytes, OwnedEvent* event);
 
   NameCache& names() { return names_; }
   const ProbeLosses& losses() const { return losses_; }

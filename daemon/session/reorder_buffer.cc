@@ -4,18 +4,19 @@
 
 namespace loupe::session {
 
-void ReorderBuffer::Add(OwnedEvent event) {
-  const uint64_t time_ns = event.record.time_ns;
-  newest_ = std::max(newest_, time_ns);
-  uint32_t slot;
+OwnedEvent& ReorderBuffer::Next() {
   if (free_slots_.empty()) {
-    slot = static_cast<uint32_t>(slots_.size());
-    slots_.push_back(std::move(event));
-  } else {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-    slots_[slot] = std::move(event);
+    free_slots_.push_back(static_cast<uint32_t>(slots_.size()));
+    slots_.emplace_back();
   }
+  return slots_[free_slots_.back()];
+}
+
+void ReorderBuffer::Add() {
+  const uint32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  const uint64_t time_ns = slots_[slot].record.time_ns;
+  newest_ = std::max(newest_, time_ns);
   order_.push_back({time_ns, sequence_++, slot});
 }
 

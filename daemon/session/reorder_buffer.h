@@ -19,7 +19,11 @@ class ReorderBuffer {
   // `max_events` bounds memory: past it the oldest are released early.
   ReorderBuffer(uint64_t window_ns, size_t max_events) : window_ns_(window_ns), max_(max_events) {}
 
-  void Add(OwnedEvent event);
+  // The slot for the next event, to decode into: a released event's, so
+  // its buffers are reused. Until Add(), the same slot again.
+  OwnedEvent& Next();
+  // Puts the event decoded into Next()'s slot in order.
+  void Add();
   // Releases, in order, every event older than the window. `now_ns` (the
   // events' clock) moves the window on even when no new events come, so a
   // quiet target's last events are not held back.
@@ -51,7 +55,7 @@ class ReorderBuffer {
   uint64_t window_ns_;
   size_t max_;
   std::vector<OwnedEvent> slots_;
-  std::vector<uint32_t> free_slots_;
+  std::vector<uint32_t> free_slots_;  // the last one is Next()'s
   // Sorted on (time, sequence) up to `sorted_`, then in arrival order.
   std::vector<Pending> order_;
   size_t sorted_ = 0;

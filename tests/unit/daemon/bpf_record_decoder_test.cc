@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "shared/records.h"
@@ -18,6 +19,13 @@ std::vector<uint8_t> Bytes(const T& record, size_t size = sizeof(T)) {
   std::vector<uint8_t> bytes(size);
   std::memcpy(bytes.data(), &record, std::min(size, sizeof(T)));
   return bytes;
+}
+
+// The decoder's event as a value; nullopt when it refused the record.
+std::optional<OwnedEvent> Decode(std::span<const uint8_t> bytes) {
+  OwnedEvent event;
+  if (!DecodeBpfRecord(bytes, &event)) return std::nullopt;
+  return event;
 }
 
 loupe_sched_switch Switch(uint16_t user, uint16_t kernel) {
@@ -37,7 +45,7 @@ loupe_sched_switch Switch(uint16_t user, uint16_t kernel) {
 TEST(BpfRecordDecoderTest, SwitchWithStacks) {
   const loupe_sched_switch record = Switch(2, 3);
   std::optional<OwnedEvent> event =
-      DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames) + 5 * 8));
+      Decode(Bytes(record, offsetof(loupe_sched_switch, frames) + 5 * 8));
   ASSERT_TRUE(event);
   EXPECT_EQ(event->record.time_ns, 5000u);
   EXPECT_EQ(event->record.tid, 10u);
@@ -56,7 +64,7 @@ TEST(BpfRecordDecoderTest, ExitCodesAreWhatExitWasGivenOrMinusTheSignal) {
     r.tid = r.tgid = 7;
     r.exit_code = wait_status;
     r.group_dead = 1;
-    std::optional<OwnedEvent> event = DecodeBpfRecord(Bytes(r));
+    std::optional<OwnedEvent> event = Decode(Bytes(r));
     return event ? std::get<format::ThreadExit>(event->record.payload).exit_code : INT64_MIN;
   };
   EXPECT_EQ(decoded(0), 0);
@@ -76,7 +84,7 @@ TEST(BpfRecordDecoderTest, UserStacksStopAtTheFirstImpossibleFrame) {
   record.frames[3] = 0x4141414141414141;     // non-canonical
   record.frames[4] = 0xffffffff81000000;     // the kernel frame
   std::optional<OwnedEvent> event =
-      DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames) + 5 * 8));
+      Decode(Bytes(record, offsetof(loupe_sched_switch, frames) + 5 * 8));
   ASSERT_TRUE(event);
   EXPECT_TRUE(event->unwind_stopped);
   ASSERT_EQ(event->UserStack().size(), 2u);
@@ -85,7 +93,7 @@ TEST(BpfRecordDecoderTest, UserStacksStopAtTheFirstImpossibleFrame) {
   EXPECT_EQ(event->KernelStack()[0], 0xffffffff81000000u);
 
   const loupe_sched_switch whole = Switch(2, 3);
-  event = DecodeBpfRecord(Bytes(whole, offsetof(loupe_sched_switch, frames) + 5 * 8));
+  event = Decode(Bytes(whole, offsetof(loupe_sched_switch, frames) + 5 * 8));
   ASSERT_TRUE(event);
   EXPECT_FALSE(event->unwind_stopped);
 }
@@ -103,7 +111,7 @@ TEST(BpfRecordDecoderTest, TableWalksCarryTheirStopAndTheirExactFrames) {
   record.frames[1] = 0x401234 | LOUPE_FRAME_EXACT;
   record.frames[2] = 0x7f0000001000;
   std::optional<OwnedEvent> event =
-      DecodeBpfRecord(Bytes(record, offsetof(loupe_cpu_sample, frames) + 3 * 8));
+      Decode(Bytes(record, offsetof(loupe_cpu_sample, frames) + 3 * 8));
   ASSERT_TRUE(event);
   EXPECT_TRUE(event->unwind_stopped);
   ASSERT_EQ(event->UserStack().size(), 3u);
@@ -112,38 +120,38 @@ TEST(BpfRecordDecoderTest, TableWalksCarryTheirStopAndTheirExactFrames) {
 
   record.stack_flags = LOUPE_STACK_CFI;
   record.frames[1] = 0x401234;
-  event = DecodeBpfRecord(Bytes(record, offsetof(loupe_cpu_sample, frames) + 3 * 8));
+  event = Decode(Bytes(record, offsetof(loupe_cpu_sample, frames) + 3 * 8));
   ASSERT_TRUE(event);
   EXPECT_FALSE(event->unwind_stopped);
   EXPECT_TRUE(event->exact_frames.empty());
 
   // Depths past what BPF can write are a malformed record.
   record.user_depth = LOUPE_MAX_STACK_DEPTH + 1;
-  EXPECT_FALSE(DecodeBpfRecord(Bytes(record)));
+  EXPECT_FALSE(Decode(Bytes(record)));
 }
 
 TEST(BpfRecordDecoderTest, MalformedRecordsAreRefused) {
-  EXPECT_FALSE(DecodeBpfRecord({}));
+  EXPECT_FALSE(Decode({}));
   const loupe_sched_switch record = Switch(2, 3);
   // Depths claiming more frames than the record carries.
-  EXPECT_FALSE(DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames) + 4 * 8)));
+  EXPECT_FALSE(Decode(Bytes(record, offsetof(loupe_sched_switch, frames) + 4 * 8)));
   // Shorter than the fixed part.
-  EXPECT_FALSE(DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames) - 1)));
+  EXPECT_FALSE(Decode(Bytes(record, offsetof(loupe_sched_switch, frames) - 1)));
   // Longer than any such record can be.
-  EXPECT_FALSE(DecodeBpfRecord(Bytes(record, sizeof record + 8)));
+  EXPECT_FALSE(Decode(Bytes(record, sizeof record + 8)));
   loupe_record_header unknown{99, sizeof(loupe_record_header), 0, 1};
-  EXPECT_FALSE(DecodeBpfRecord(Bytes(unknown)));
+  EXPECT_FALSE(Decode(Bytes(unknown)));
   loupe_sched_wakeup wakeup{};
   wakeup.hdr = {LOUPE_REC_SCHED_WAKEUP, sizeof wakeup, 0, 1};
-  EXPECT_TRUE(DecodeBpfRecord(Bytes(wakeup)));
-  EXPECT_FALSE(DecodeBpfRecord(Bytes(wakeup, sizeof wakeup - 4)));
+  EXPECT_TRUE(Decode(Bytes(wakeup)));
+  EXPECT_FALSE(Decode(Bytes(wakeup, sizeof wakeup - 4)));
 }
 
 TEST(BpfRecordDecoderTest, SwitchCarriesTheNamesOfUntracedSides) {
   loupe_sched_switch record = Switch(0, 0);
   std::strcpy(record.next_comm, "bg_compress");
   std::optional<OwnedEvent> event =
-      DecodeBpfRecord(Bytes(record, offsetof(loupe_sched_switch, frames)));
+      Decode(Bytes(record, offsetof(loupe_sched_switch, frames)));
   ASSERT_TRUE(event);
   EXPECT_EQ(event->prev_comm, "");
   EXPECT_EQ(event->next_comm, "bg_compress");
@@ -153,12 +161,12 @@ TEST(BpfRecordDecoderTest, WakeupContextAndMigration) {
   loupe_sched_wakeup wakeup{};
   wakeup.hdr = {LOUPE_REC_SCHED_WAKEUP, sizeof wakeup, 0, 1};
   wakeup.context = LOUPE_WAKER_TIMER;
-  std::optional<OwnedEvent> event = DecodeBpfRecord(Bytes(wakeup));
+  std::optional<OwnedEvent> event = Decode(Bytes(wakeup));
   ASSERT_TRUE(event);
   EXPECT_EQ(std::get<format::SchedWakeup>(event->record.payload).context,
             format::WakerContext::kTimer);
   wakeup.context = LOUPE_WAKER_NMI + 1;  // no such context
-  EXPECT_FALSE(DecodeBpfRecord(Bytes(wakeup)));
+  EXPECT_FALSE(Decode(Bytes(wakeup)));
 
   loupe_sched_migrate migrate{};
   migrate.hdr = {LOUPE_REC_SCHED_MIGRATE, sizeof migrate, 1, 7};
@@ -166,14 +174,14 @@ TEST(BpfRecordDecoderTest, WakeupContextAndMigration) {
   migrate.tgid = 10;
   migrate.orig_cpu = 1;
   migrate.dest_cpu = 0;
-  event = DecodeBpfRecord(Bytes(migrate));
+  event = Decode(Bytes(migrate));
   ASSERT_TRUE(event);
   EXPECT_EQ(event->record.tid, 12u);
   EXPECT_EQ(event->prev_tgid, 10u);
   const auto& moved = std::get<format::SchedMigrate>(event->record.payload);
   EXPECT_EQ(moved.orig_cpu, 1u);
   EXPECT_EQ(moved.dest_cpu, 0u);
-  EXPECT_FALSE(DecodeBpfRecord(Bytes(migrate, sizeof migrate - 4)));
+  EXPECT_FALSE(Decode(Bytes(migrate, sizeof migrate - 4)));
 }
 
 TEST(BpfRecordDecoderTest, NamesStopAtTheirTerminatorOrLength) {
@@ -182,9 +190,40 @@ TEST(BpfRecordDecoderTest, NamesStopAtTheirTerminatorOrLength) {
   name.tid = 7;
   name.tgid = 7;
   std::memset(name.comm, 'x', sizeof name.comm);  // no terminator at all
-  std::optional<OwnedEvent> event = DecodeBpfRecord(Bytes(name));
+  std::optional<OwnedEvent> event = Decode(Bytes(name));
   ASSERT_TRUE(event);
   EXPECT_EQ(event->text, std::string(sizeof name.comm, 'x'));
+}
+
+// A reorder slot is decoded into again and again: nothing of the event
+// before may show through, whatever the kinds.
+TEST(BpfRecordDecoderTest, ReusedEventKeepsNothingOfThePreviousOne) {
+  loupe_sched_switch change = Switch(2, 1);
+  std::memcpy(change.prev_comm, "worker", 7);
+  change.stack_flags = LOUPE_STACK_CFI | LOUPE_STACK_UNWIND_STOPPED;
+  change.frames[1] |= LOUPE_FRAME_EXACT;
+  loupe_sched_wakeup wakeup{};
+  wakeup.hdr = {LOUPE_REC_SCHED_WAKEUP, sizeof wakeup, 0, 6000};
+  wakeup.waker_tid = 3;
+  wakeup.woken_tid = 4;
+  wakeup.woken_tgid = 4;
+  OwnedEvent reused;
+  ASSERT_TRUE(DecodeBpfRecord(Bytes(change), &reused));
+  EXPECT_EQ(reused.prev_comm, "worker");
+  EXPECT_EQ(reused.exact_frames.size(), 1u);
+  ASSERT_TRUE(DecodeBpfRecord(Bytes(wakeup), &reused));
+  std::optional<OwnedEvent> fresh = Decode(Bytes(wakeup));
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(reused.frames, fresh->frames);
+  EXPECT_EQ(reused.user_depth, 0u);
+  EXPECT_FALSE(reused.unwind_stopped);
+  EXPECT_TRUE(reused.exact_frames.empty());
+  EXPECT_TRUE(reused.prev_comm.empty());
+  EXPECT_EQ(reused.prev_tgid, fresh->prev_tgid);
+  EXPECT_EQ(reused.next_tgid, 4u);
+  EXPECT_EQ(reused.record.tid, 3u);
+  EXPECT_EQ(reused.record.time_ns, 6000u);
+  EXPECT_TRUE(std::holds_alternative<format::SchedWakeup>(reused.record.payload));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include "daemon/session/content_policy.h"
 #include "daemon/session/operation_tracker.h"
@@ -19,6 +20,13 @@ namespace {
 template <typename T>
 std::span<const uint8_t> Bytes(const T& record, size_t size = sizeof(T)) {
   return {reinterpret_cast<const uint8_t*>(&record), size};
+}
+
+// The decoder's event as a value; nullopt when it refused the record.
+std::optional<OwnedEvent> Decode(ProbeRecordDecoder& decoder, std::span<const uint8_t> bytes) {
+  OwnedEvent event;
+  if (!decoder.Decode(bytes, &event)) return std::nullopt;
+  return event;
 }
 
 uint64_t Address(const char* text) { return reinterpret_cast<uint64_t>(text); }
@@ -52,7 +60,7 @@ TEST(ProbeRecordDecoderTest, ShimEventsReadNamesFromTheProcess) {
                         .tid = 7,
                         .tgid = self,
                         .args = {Address("handle"), 5, 4, 99}};
-  auto event = decoder.Decode(Bytes(span));
+  auto event = Decode(decoder, Bytes(span));
   ASSERT_TRUE(event.has_value());
   const format::Record& record = event->View();
   const auto& begin = std::get<format::SpanBegin>(record.payload);
@@ -66,7 +74,7 @@ TEST(ProbeRecordDecoderTest, ShimEventsReadNamesFromTheProcess) {
                            .tid = 7,
                            .tgid = self,
                            .args = {Address("depth"), 1, static_cast<uint64_t>(-3)}};
-  event = decoder.Decode(Bytes(counter));
+  event = Decode(decoder, Bytes(counter));
   ASSERT_TRUE(event.has_value());
   const auto& value = std::get<format::Counter>(event->View().payload);
   EXPECT_EQ(value.name, "depth");
@@ -74,13 +82,13 @@ TEST(ProbeRecordDecoderTest, ShimEventsReadNamesFromTheProcess) {
 
   // An address that is not mapped: the event stays, the loss is counted.
   span.args[0] = 8;
-  event = decoder.Decode(Bytes(span));
+  event = Decode(decoder, Bytes(span));
   ASSERT_TRUE(event.has_value());
   EXPECT_NE(std::get<format::SpanBegin>(event->View().payload).name.find("unreadable"),
             std::string::npos);
   EXPECT_EQ(decoder.losses().shim_unreadable, 1u);
   // A record of the wrong size is malformed.
-  EXPECT_FALSE(decoder.Decode(Bytes(span, sizeof span - 8)).has_value());
+  EXPECT_FALSE(Decode(decoder, Bytes(span, sizeof span - 8)).has_value());
 }
 
 TEST(ProbeRecordDecoderTest, InstantFieldsStringsCutAndRedacted) {
@@ -96,7 +104,7 @@ TEST(ProbeRecordDecoderTest, InstantFieldsStringsCutAndRedacted) {
   std::memcpy(instant.strings[1], "hello", 5);
   instant.fields[2] = {.key = Address("long"), .type = 5, .length = 300, .value = 0};
   std::memset(instant.strings[2], 'x', LOUPE_SHIM_MAX_STRING);
-  auto event = decoder.Decode(Bytes(instant));
+  auto event = Decode(decoder, Bytes(instant));
   ASSERT_TRUE(event.has_value());
   const auto& decoded = std::get<format::Instant>(event->View().payload);
   EXPECT_EQ(decoded.name, "parsed");
@@ -109,14 +117,14 @@ TEST(ProbeRecordDecoderTest, InstantFieldsStringsCutAndRedacted) {
   EXPECT_EQ(decoder.losses().shim_strings_cut, 1u);
 
   ProbeRecordDecoder full(&kProbeNames, ContentPolicy::kFull);
-  event = full.Decode(Bytes(instant));
+  event = Decode(full, Bytes(instant));
   ASSERT_TRUE(event.has_value());
   const auto& kept = std::get<format::Instant>(event->View().payload);
   EXPECT_EQ(kept.fields[1].value.text, "hello");
   EXPECT_EQ(kept.fields[2].value.text, std::string(LOUPE_SHIM_MAX_STRING, 'x'));
 
   instant.count = LOUPE_SHIM_MAX_FIELDS + 1;
-  EXPECT_FALSE(full.Decode(Bytes(instant)).has_value());
+  EXPECT_FALSE(Decode(full, Bytes(instant)).has_value());
 }
 
 TEST(ProbeRecordDecoderTest, UsdtAndUprobeEventsNameTheirProbes) {
@@ -128,7 +136,7 @@ TEST(ProbeRecordDecoderTest, UsdtAndUprobeEventsNameTheirProbes) {
   usdt.arg_count = 2;
   usdt.args[0] = -1;
   usdt.args[1] = 1LL << 40;
-  auto event = decoder.Decode(Bytes(usdt, offsetof(loupe_usdt_event, string)));
+  auto event = Decode(decoder, Bytes(usdt, offsetof(loupe_usdt_event, string)));
   ASSERT_TRUE(event.has_value());
   const auto& decoded = std::get<format::UsdtEvent>(event->View().payload);
   EXPECT_EQ(decoded.probe, "prov:start");
@@ -139,34 +147,34 @@ TEST(ProbeRecordDecoderTest, UsdtAndUprobeEventsNameTheirProbes) {
   std::memset(usdt.string, 'q', sizeof usdt.string);
   usdt.flags = LOUPE_USDT_STRING;
   usdt.string_length = 300;
-  event = decoder.Decode(Bytes(usdt, header + 300));
+  event = Decode(decoder, Bytes(usdt, header + 300));
   ASSERT_TRUE(event.has_value());
   EXPECT_EQ(std::get<format::UsdtEvent>(event->View().payload).str_arg, std::string(300, 'q'));
   EXPECT_EQ(decoder.losses().usdt_strings_cut, 0u);
   // One the BPF side marked as longer than the session's cap: kept up to it, counted cut.
   usdt.flags = LOUPE_USDT_STRING | LOUPE_USDT_STRING_CUT;
   usdt.string_length = 256;
-  event = decoder.Decode(Bytes(usdt, header + 256));
+  event = Decode(decoder, Bytes(usdt, header + 256));
   ASSERT_TRUE(event.has_value());
   EXPECT_EQ(std::get<format::UsdtEvent>(event->View().payload).str_arg.size(), 256u);
   EXPECT_EQ(decoder.losses().usdt_strings_cut, 1u);
   // A length the record does not carry is refused, never read past.
-  EXPECT_FALSE(decoder.Decode(Bytes(usdt, header + 100)).has_value());
+  EXPECT_FALSE(Decode(decoder, Bytes(usdt, header + 100)).has_value());
   usdt.string_length = LOUPE_USDT_MAX_STRING + 1;
-  EXPECT_FALSE(decoder.Decode(Bytes(usdt, sizeof usdt)).has_value());
+  EXPECT_FALSE(Decode(decoder, Bytes(usdt, sizeof usdt)).has_value());
   usdt.string_length = 256;
   usdt.arg_count = LOUPE_USDT_MAX_ARGS + 1;
-  EXPECT_FALSE(decoder.Decode(Bytes(usdt)).has_value());
+  EXPECT_FALSE(Decode(decoder, Bytes(usdt)).has_value());
 
   loupe_uprobe_event ret{.hdr = Header(LOUPE_REC_UPROBE_RETURN, 10), .tid = 3, .probe = 1,
                          .arg_count = 1, .values = {42}};
-  event = decoder.Decode(Bytes(ret));
+  event = Decode(decoder, Bytes(ret));
   ASSERT_TRUE(event.has_value());
   const auto& returned = std::get<format::UprobeReturn>(event->View().payload);
   EXPECT_EQ(returned.probe, "libc:malloc");
   EXPECT_EQ(returned.retval, 42);
   ret.probe = 77;
-  event = decoder.Decode(Bytes(ret));
+  event = Decode(decoder, Bytes(ret));
   EXPECT_EQ(std::get<format::UprobeReturn>(event->View().payload).probe, "<unknown probe>");
 }
 
