@@ -5,8 +5,10 @@
 // incremental clocks in time, and what was drawn matches the records.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
+#include <tuple>
 #include <variant>
 
 #include "analysis/perfetto_writer.h"
@@ -27,6 +29,9 @@ struct Expected {
   std::map<std::string, int> span_begins;  // by name
   int span_ends = 0, instants = 0, counters = 0, samples = 0;
   uint64_t first_ns = 0, last_ns = 0;
+  // (cpu, time, next tid, prev state) and (cpu, time, woken tid, target cpu)
+  std::vector<std::tuple<uint32_t, uint64_t, uint32_t, int64_t>> switches;
+  std::vector<std::tuple<uint32_t, uint64_t, uint32_t, uint32_t>> wakings;
 };
 
 TEST(PerfettoOfficialDecodeTest, SyntheticTraceDecodesWithPerfettosSchema) {
@@ -42,6 +47,14 @@ TEST(PerfettoOfficialDecodeTest, SyntheticTraceDecodesWithPerfettosSchema) {
                           [&](const format::Instant&) { ++expected.instants; },
                           [&](const format::Counter&) { ++expected.counters; },
                           [&](const format::CpuSample&) { ++expected.samples; },
+                          [&](const format::SchedSwitch& sw) {
+                            expected.switches.emplace_back(record.cpu, record.time_ns, sw.next_tid,
+                                                           sw.prev_state);
+                          },
+                          [&](const format::SchedWakeup& wakeup) {
+                            expected.wakings.emplace_back(record.cpu, record.time_ns,
+                                                          wakeup.woken_tid, wakeup.target_cpu);
+                          },
                           [](const auto&) {}},
                record.payload);
     if (expected.first_ns == 0) expected.first_ns = record.time_ns;
@@ -92,6 +105,27 @@ TEST(PerfettoOfficialDecodeTest, SyntheticTraceDecodesWithPerfettosSchema) {
   for (const testing::DecodedSample& sample : trace.samples) {
     EXPECT_GE(sample.frames.size(), 10u);  // the mix's stacks are 10 to 30 deep
   }
+  // Every switch and wakeup is in the scheduling data, at its time and on
+  // its CPU, and the threads it switches to are named there.
+  ASSERT_FALSE(expected.switches.empty());
+  ASSERT_FALSE(expected.wakings.empty());
+  decltype(expected.switches) switches;
+  size_t named = 0;
+  for (const testing::DecodedSwitch& sw : trace.switches) {
+    switches.emplace_back(sw.cpu, sw.time_ns, sw.next_tid, sw.prev_state);
+    if (!sw.next_comm.empty()) ++named;
+  }
+  decltype(expected.wakings) wakings;
+  for (const testing::DecodedWaking& waking : trace.wakings) {
+    wakings.emplace_back(waking.cpu, waking.time_ns, waking.tid, waking.target_cpu);
+  }
+  std::sort(expected.switches.begin(), expected.switches.end());
+  std::sort(switches.begin(), switches.end());
+  std::sort(expected.wakings.begin(), expected.wakings.end());
+  std::sort(wakings.begin(), wakings.end());
+  EXPECT_EQ(switches, expected.switches);
+  EXPECT_EQ(wakings, expected.wakings);
+  EXPECT_GT(named, switches.size() / 2);  // all but the idle task's
 }
 
 }  // namespace
