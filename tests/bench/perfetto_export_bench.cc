@@ -1,5 +1,5 @@
 // The Perfetto export's cost: the CPU time of exactly what `tracectl export
-// --format perfetto` runs (both passes over the segments, the writer), with
+// --format perfetto` runs (the symbol tables, the pass over the events, the writer), with
 // the output counted and dropped, and the bytes it writes per event.
 //   perfetto_export_bench DIR [runs]
 #include <fmt/format.h>
