@@ -5,9 +5,9 @@
 # few microseconds), traced for DURATION with sched, cpu and shim through
 # louped, then by tracectl in embedded mode. /proc/PID/status is sampled
 # every 100 ms; printed: peak of VmRSS and its parts at that moment —
-# anonymous (the tracer's own heap: decode, reorder, symbols, blocks) and
-# shared/file (the BPF ring buffer mapped in, and the binary's pages) —
-# and VmHWM. The ring is stated apart because its size is a setting.
+# anonymous (the tracer's own heap: decode, reorder, symbols, blocks),
+# shmem (BPF maps mapped in: the ring buffer, whose size is a setting) and
+# file (the binary's and libraries' pages) — and VmHWM.
 set -euo pipefail
 build=${1:-build}
 louped=$build/daemon/louped/louped
@@ -28,8 +28,8 @@ sample() {
   while [ -e "/proc/$1/status" ]; do snapshot "$1" >> "$2"; sleep 0.1; done
 }
 report() {  # report NAME FILE
-  sort -n -k1 "$2" | tail -n 1 | awk -v name="$1" '{printf "%-28s %9.1f %9.1f %12.1f %9.1f\n",
-    name, $1 / 1024, $2 / 1024, ($3 + $4) / 1024, $5 / 1024}'
+  sort -n -k1 "$2" | tail -n 1 | awk -v name="$1" '{printf "%-26s %8.1f %9.1f %10.1f %9.1f %8.1f\n",
+    name, $1 / 1024, $2 / 1024, $4 / 1024, $3 / 1024, $5 / 1024}'
 }
 
 "$demo" > "$tmp/demo.out" 2>&1 &
@@ -38,7 +38,7 @@ demo_pid=$!
 pingpong_pid=$!
 sleep 0.5
 
-printf '%-28s %9s %9s %12s %9s\n' tracer "rss MiB" "anon MiB" "ring+file MiB" "hwm MiB"
+printf '%-26s %8s %9s %10s %9s %8s\n' tracer "rss MiB" "anon MiB" "shmem MiB" "file MiB" "hwm MiB"
 
 "$louped" --socket "$tmp/louped.sock" --output-dir "$tmp/louped-traces" --rotation-period-s 0 \
   > "$tmp/louped.log" 2>&1 &
