@@ -8,7 +8,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$tracectl" demo --output "$work/t" --events 300000 --max-file-size 1048576 > "$work/demo.out"
+# 300 k events are ~1 MB (3.2 bytes/event): rotate at 256 KiB for several segments.
+"$tracectl" demo --output "$work/t" --events 300000 --max-file-size 262144 > "$work/demo.out"
 grep -q "wrote 300000 events" "$work/demo.out" || fail "demo output: $(cat "$work/demo.out")"
 segments=$(ls "$work/t" | wc -l)
 [ "$segments" -ge 2 ] || fail "expected rotation into several segments, got $segments"
