@@ -250,19 +250,18 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   std::unique_ptr<Sources> sources(new Sources());
   sources->unwind_tables_ = options.unwind == Unwind::kTables &&
                             (options.cpu || (options.sched && options.offcpu_user_stacks));
-  // kallsyms is read alongside the unwind tables' compilation: the kernel
-  // formats it anew for each reader, a large part of an attach. Only that
-  // read: the kernel BTF probe below, run alongside too, corrupted memory
-  // (libbpf and libelf/libdw in two threads at once).
-  std::future<symbols::KallsymsFacts> kallsyms = std::async(std::launch::async, [] {
-    return symbols::ScanKallsyms("__schedule", kPreemptCount);
+  // The kernel's facts are gathered alongside the unwind tables'
+  // compilation: kallsyms (formatted anew by the kernel for each reader) and
+  // kernel BTF (parsed whole) are a large part of an attach.
+  std::future<KernelFacts> probing = std::async(std::launch::async, [] {
+    const symbols::KallsymsFacts listed = symbols::ScanKallsyms("__schedule", kPreemptCount);
+    return KernelFacts{ProbeWakerContext(listed.variable_listed), listed.function_range};
   });
   if (sources->unwind_tables_) {
     sources->unwind_.set_credentials(options.credentials);
     sources->unwind_.Prepare(tgids);
   }
-  const symbols::KallsymsFacts listed = kallsyms.get();
-  const KernelFacts kernel{ProbeWakerContext(listed.variable_listed), listed.function_range};
+  const KernelFacts kernel = probing.get();
   // Feature probe: BTF-typed tracepoints where the kernel has them.
   absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true, kernel);
   sources->features_["sched_tracepoints"] = "tp_btf";
