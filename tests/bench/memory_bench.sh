@@ -5,9 +5,10 @@
 # few microseconds), traced for DURATION with sched, cpu and shim through
 # louped, then by tracectl in embedded mode. /proc/PID/status is sampled
 # every 100 ms; printed: peak of VmRSS and its parts at that moment —
-# anonymous (the tracer's own heap: decode, reorder, symbols, blocks),
-# shmem (BPF maps mapped in: the ring buffer, whose size is a setting) and
-# file (the binary's and libraries' pages) — and VmHWM.
+# anonymous (the tracer's own heap: decode, reorder, symbols, blocks), the
+# BPF maps mapped in (the ring buffer, whose size is a setting) and the
+# other file pages (the binaries, libraries and debug files) — VmHWM, and
+# the RSS without the ring.
 set -euo pipefail
 build=${1:-build}
 louped=$build/daemon/louped/louped
@@ -18,18 +19,22 @@ duration=${DURATION:-10s}
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2> /dev/null; wait 2> /dev/null; rm -rf "$tmp"' EXIT
 
-# snapshot PID: "rss anon file shmem hwm" (KiB).
+# snapshot PID: "rss anon file shmem hwm bpf_maps" (KiB); bpf_maps: BPF
+# maps mapped in (the ring buffer: the kernel maps its data pages twice).
 snapshot() {
-  awk '/^VmRSS/ {r=$2} /^RssAnon/ {a=$2} /^RssFile/ {f=$2} /^RssShmem/ {s=$2} /^VmHWM/ {h=$2}
-    END {if (r) print r, a, f, s, h}' "/proc/$1/status" 2> /dev/null || true
+  local maps
+  maps=$(awk '/^[0-9a-f]+-[0-9a-f]+ / {bpf = ($6 == "anon_inode:bpf-map")}
+    /^Rss:/ && bpf {k += $2} END {print k + 0}' "/proc/$1/smaps" 2> /dev/null || echo 0)
+  awk -v maps="$maps" '/^VmRSS/ {r=$2} /^RssAnon/ {a=$2} /^RssFile/ {f=$2} /^RssShmem/ {s=$2}
+    /^VmHWM/ {h=$2} END {if (r) print r, a, f, s, h, maps}' "/proc/$1/status" 2> /dev/null || true
 }
 # sample PID OUT: a snapshot every 100 ms while PID lives.
 sample() {
   while [ -e "/proc/$1/status" ]; do snapshot "$1" >> "$2"; sleep 0.1; done
 }
 report() {  # report NAME FILE
-  sort -n -k1 "$2" | tail -n 1 | awk -v name="$1" '{printf "%-26s %8.1f %9.1f %10.1f %9.1f %8.1f\n",
-    name, $1 / 1024, $2 / 1024, $4 / 1024, $3 / 1024, $5 / 1024}'
+  sort -n -k1 "$2" | tail -n 1 | awk -v name="$1" '{printf "%-26s %8.1f %9.1f %10.1f %9.1f %8.1f %14.1f\n",
+    name, $1 / 1024, $2 / 1024, $6 / 1024, ($3 - $6) / 1024, $5 / 1024, ($1 - $6) / 1024}'
 }
 
 "$demo" > "$tmp/demo.out" 2>&1 &
@@ -38,7 +43,8 @@ demo_pid=$!
 pingpong_pid=$!
 sleep 0.5
 
-printf '%-26s %8s %9s %10s %9s %8s\n' tracer "rss MiB" "anon MiB" "shmem MiB" "file MiB" "hwm MiB"
+printf '%-26s %8s %9s %10s %9s %8s %14s\n' tracer "rss MiB" "anon MiB" "ring MiB" "file MiB" \
+  "hwm MiB" "rss-ring MiB"
 
 "$louped" --socket "$tmp/louped.sock" --output-dir "$tmp/louped-traces" --rotation-period-s 0 \
   > "$tmp/louped.log" 2>&1 &
