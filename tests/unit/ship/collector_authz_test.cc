@@ -105,6 +105,33 @@ TEST_F(CollectorAuthzTest, UploadsOnlyAsGrantedHosts) {
   EXPECT_EQ(StoredFiles("test-host").size(), 1u);
 }
 
+// Retention evicts the oldest first: a segment stamped far in the future
+// (the client writes its own header) would outlast every other client's and
+// push them out. Such an upload is refused before anything is staged.
+TEST_F(CollectorAuthzTest, AStartTimeFarAheadOfTheCollectorsClockIsRefused) {
+  auto web_a = As("web-a");
+  auto context = web_a->NewContext(std::chrono::seconds(10));
+  auto stream = web_a->stub().Upload(context.get());
+  v1::UploadRequest request;
+  v1::UploadBegin& begin = *request.mutable_begin();
+  begin.mutable_id()->set_host("test-host");
+  begin.mutable_id()->set_boot_id("boot");
+  begin.mutable_id()->set_session_id("future");
+  begin.set_sha256(std::string(ship::kSha256Bytes, 'x'));
+  begin.set_size(4096);
+  begin.set_start_realtime_ns(16'725'225'600'000'000'000u);  // 2500-01-01
+  ASSERT_TRUE(stream->Write(request));
+  stream->WritesDone();
+  v1::UploadResponse response;
+  while (stream->Read(&response)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("ahead of this collector's clock"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(StagedFiles(), 0u);
+}
+
 // Issue 18: web-a uploaded a truncated copy of host-b's segment under
 // host-b's identity; it was stored, and web-b's genuine upload then failed
 // with "different sha256". Now web-a is refused before anything is staged,
