@@ -114,6 +114,14 @@ class S3StagedUpload final : public StagedUpload {
           client.Call({.method = "PUT", .key = key_, .body = buffer_});
       if (!put.ok()) return put.status();
     } else {
+      // A multipart upload found with no part behind it (another collector
+      // created it and was cut before its first part): the buffer starts
+      // the segment, and its header has not been checked yet.
+      if (sha_.bytes() == 0) {
+        if (absl::Status header = CheckHeaderBytes(buffer_, begin_); !header.ok()) {
+          return Discard(header);
+        }
+      }
       if (!buffer_.empty()) {
         if (absl::Status stored = UploadPart(buffer_); !stored.ok()) return stored;
       }
