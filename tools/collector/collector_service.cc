@@ -13,6 +13,10 @@ namespace {
 // an interrupted upload resends at most this much.
 constexpr uint64_t kSyncEveryBytes = 4 << 20;
 constexpr size_t kMaxChunkBytes = 1 << 20;
+// Longer than any host or stored name can be (segment_names.cc): refused
+// before a pattern is matched against them or they are quoted in a refusal.
+constexpr size_t kMaxHostBytes = 253;
+constexpr size_t kMaxNameBytes = 1024;
 
 grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(MessageOf(status)));
@@ -182,6 +186,11 @@ grpc::Status CollectorService::ListSegments(grpc::ServerContext* context,
   absl::StatusOr<const Client*> client = Authenticate(context);
   if (!client.ok()) return ToGrpc(client.status());
   const Client& reader = **client;
+  if (request->host().size() > kMaxHostBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        fmt::format("host of {} bytes: a host name has at most {}",
+                                    request->host().size(), kMaxHostBytes));
+  }
   if (!request->host().empty() && !reader.read.Matches(request->host())) {
     return Denied(reader, "list segments of", request->host(), "read", reader.read);
   }
@@ -208,6 +217,11 @@ grpc::Status CollectorService::FetchSegment(grpc::ServerContext* context,
                                             grpc::ServerWriter<v1::FetchSegmentChunk>* writer) {
   absl::StatusOr<const Client*> client = Authenticate(context);
   if (!client.ok()) return ToGrpc(client.status());
+  if (request->name().size() > kMaxNameBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        fmt::format("name of {} bytes: a stored segment's name has at most {}",
+                                    request->name().size(), kMaxNameBytes));
+  }
   // Checked before the name is looked up, so a refused client cannot tell
   // which names exist.
   if (const std::string_view host = HostOfName(request->name()); !(*client)->read.Matches(host)) {

@@ -132,6 +132,21 @@ TEST_F(CollectorAuthzTest, AStartTimeFarAheadOfTheCollectorsClockIsRefused) {
   EXPECT_EQ(StagedFiles(), 0u);
 }
 
+// A host or name longer than any can be is refused before it is matched
+// against a pattern (a long one costs its length times the pattern's) or
+// quoted back in a refusal.
+TEST_F(CollectorAuthzTest, OverlongHostsAndNamesAreRefusedUnmatched) {
+  auto ops = As("ops");
+  const absl::Status listed = List(*ops, "host-" + std::string(1 << 20, 'a')).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(listed)) << listed;
+  EXPECT_NE(MessageOf(listed).find("a host name has at most 253"), std::string_view::npos);
+  EXPECT_LT(MessageOf(listed).size(), 200u);  // the host is not quoted back
+  const absl::Status fetched = Fetch(*ops, "host-b/" + std::string(4096, 'a')).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(fetched)) << fetched;
+  EXPECT_NE(MessageOf(fetched).find("name of 4103 bytes: a stored segment's name has at most 1024"),
+            std::string_view::npos);
+}
+
 // Issue 18: web-a uploaded a truncated copy of host-b's segment under
 // host-b's identity; it was stored, and web-b's genuine upload then failed
 // with "different sha256". Now web-a is refused before anything is staged,
