@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "daemon/base/scoped_fd.h"
@@ -139,6 +140,10 @@ absl::StatusOr<std::unique_ptr<StagedUpload>> FsSegmentStore::Stage(
   const fs::path path = fs::path(root_) / kStagingFolder /
                         fmt::format("{}@{}.partial", IdentityKey(begin.id()),
                                     ship::HexOf(begin.sha256()));
+  std::error_code exists_error;
+  if (!fs::exists(path, exists_error)) {
+    if (absl::Status room = RoomToStage(begin.size()); !room.ok()) return room;
+  }
   ScopedFd fd(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0640));
   if (!fd.valid()) return ErrnoStatus("open staging file", path.string());
   struct stat info {};
@@ -150,6 +155,30 @@ absl::StatusOr<std::unique_ptr<StagedUpload>> FsSegmentStore::Stage(
     offset = 0;
   }
   return std::make_unique<FsStagedUpload>(begin, path.string(), std::move(fd), offset);
+}
+
+// Unfinished uploads stay a day for a resume and are not in the retention
+// budget, so a client abandoning uploads could fill the disk: a new one is
+// refused (a retry later may fit) while staged bytes plus its announced size
+// would pass a tenth of the budget (at least one segment's maximum).
+absl::Status FsSegmentStore::RoomToStage(uint64_t size) const {
+  const uint64_t budget =
+      std::max(limits_.max_total_bytes / 10, limits_.max_segment_bytes);
+  uint64_t staged = 0;
+  std::error_code error;
+  for (const fs::directory_entry& entry :
+       fs::directory_iterator(fs::path(root_) / kStagingFolder, error)) {
+    std::error_code size_error;
+    const uint64_t bytes = entry.file_size(size_error);
+    if (!size_error) staged += bytes;
+  }
+  if (staged + size > budget) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "staging holds {} bytes of unfinished uploads; {} more would pass its budget of {} "
+        "(a tenth of --max-total-size): retry once uploads finish or are swept",
+        staged, size, budget));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::StoredSegment> FsSegmentStore::Commit(std::unique_ptr<StagedUpload> staged) {

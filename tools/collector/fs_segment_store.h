@@ -49,6 +49,7 @@ class FsSegmentStore final : public SegmentStore {
                       .max_segment_bytes = options.max_segment_bytes}),
         root_(std::move(options.root)),
         log_(std::move(log)) {}
+  absl::Status RoomToStage(uint64_t size) const;
   absl::Status Load();
   void Index(v1::StoredSegment segment);
 
