@@ -92,6 +92,17 @@ grpc::Status CollectorService::Upload(
     return denied;
   }
   const std::string key = IdentityKey(begin.id());
+  // Claimed before the store is asked whether the segment is there: a stream
+  // that finished between the two would otherwise be stored again.
+  if (!Claim(key)) {
+    return grpc::Status(grpc::StatusCode::ABORTED,
+                        fmt::format("segment {} is being uploaded by another stream", key));
+  }
+  struct Unclaim {
+    CollectorService* service;
+    const std::string& key;
+    ~Unclaim() { service->Release(key); }
+  } unclaim{this, key};
   absl::StatusOr<std::optional<v1::StoredSegment>> found = store_->Find(begin);
   if (!found.ok()) {
     log_->error("upload {}: {}", key, MessageOf(found.status()));
@@ -109,16 +120,6 @@ grpc::Status CollectorService::Upload(
     stream->Write(response);
     return grpc::Status::OK;
   }
-  if (!Claim(key)) {
-    return grpc::Status(grpc::StatusCode::ABORTED,
-                        fmt::format("segment {} is being uploaded by another stream", key));
-  }
-  struct Unclaim {
-    CollectorService* service;
-    const std::string& key;
-    ~Unclaim() { service->Release(key); }
-  } unclaim{this, key};
-
   absl::StatusOr<std::unique_ptr<StagedUpload>> staged = store_->Stage(begin);
   if (!staged.ok()) {
     log_->error("upload {}: {}", key, MessageOf(staged.status()));
