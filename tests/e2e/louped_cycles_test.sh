@@ -2,8 +2,8 @@
 # Attach/detach cycles leave nothing behind (issue 15): after 200 sessions
 # started and ended through louped, its resident memory, open fds and BPF
 # programs, maps and links are back at their baseline (taken after a few
-# warm-up cycles) within 10 %; its memory within 10 % of what it settles at
-# by cycle 50, and within 12 MiB of the baseline. An ended session must release its BPF
+# warm-up cycles) within 10 %; its memory grows by over 1 MiB in at most one
+# 50-cycle stretch after the first, and stays within 12 MiB of the baseline. An ended session must release its BPF
 # objects, rings, fds, threads and memory at once.
 #   louped_cycles_test.sh LOUPED TRACECTL APP [CYCLES]
 set -euo pipefail
@@ -59,21 +59,25 @@ measure
   || fail "a running session shows no BPF programs or maps in louped's fds ($progs, $maps)"
 T detach live > /dev/null
 
+grown=0 previous_rss=$base_rss
 for i in $(seq 1 "$cycles"); do
   cycle "$i"
   if [ $(( i % 50 )) = 0 ]; then
     measure
     echo "after $i: rss ${rss} KiB, ${fds} fds, bpf progs $progs maps $maps links $links (machine: $all_progs progs, $all_maps maps)"
-    [ "$i" = 50 ] && settled_rss=$rss
+    # 50-cycle steps of over 1 MiB after the first 50.
+    [ "$i" -gt 50 ] && [ "$rss" -gt $(( previous_rss + 1024 )) ] && grown=$(( grown + 1 ))
+    previous_rss=$rss
   fi
 done
 measure
 # Memory: malloc's arenas, gRPC's pools and the buffers of compiling unwind
-# tables grow over the first tens of sessions (measured: +8 MiB by cycle 50
-# from a 22.6 MiB baseline, then +0.7 MiB over the next 150); a leak keeps
-# growing. So: within 10 % of the figure at cycle 50, and never more than
-# 12 MiB above the baseline.
-check "resident KiB" "$settled_rss" "$rss"
+# tables take one step of ~8 MiB, usually within the first 50 sessions
+# (22.6 -> 30.6 MiB, then +0.2 MiB over the next 150) but in one run of five
+# between cycles 150 and 200 after staying flat; a leak grows in every
+# stretch. So: at most one 50-cycle stretch after the first grows by over
+# 1 MiB, and never more than 12 MiB above the baseline.
+[ "$grown" -le 1 ] || fail "resident KiB grew by over 1 MiB in $grown of the 50-cycle stretches after the first (now $rss, baseline $base_rss)"
 [ "$rss" -le $(( base_rss + 12288 )) ] || fail "resident KiB: $rss, over 12 MiB above the baseline $base_rss"
 check "open fds" "$base_fds" "$fds"
 check "BPF programs held" "$base_progs" "$progs"
