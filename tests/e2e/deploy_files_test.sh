@@ -40,8 +40,15 @@ runtime=$(awk '/^FROM debian:12-slim/ {on=1} on' "$dockerfile" \
 # One query for all (apt-cache exits 0 even when some are unknown).
 # shellcheck disable=SC2086
 known=$(apt-cache show $runtime 2> /dev/null | sed -n 's/^Package: //p' | sort -u)
+# A package installed here is one Debian 12 has; apt's answer alone once
+# missed libdw1 in CI (installed, and found by the same query on every rerun),
+# so an unknown name is asked again on its own and apt's words are shown.
+installed=$(dpkg-query -W -f '${Package}\n' 2> /dev/null | sed 's/:.*//')
 for package in $runtime; do
-  echo "$known" | grep -qx "$package" || fail "the runtime stage installs '$package', which Debian 12 lacks"
+  echo "$known" | grep -qx "$package" && continue
+  echo "$installed" | grep -qx "$package" && continue
+  answer=$(apt-cache show "$package" 2>&1) && echo "$answer" | grep -qx "Package: $package" && continue
+  fail "the runtime stage installs '$package', which Debian 12 lacks (apt-cache: $(echo "$answer" | head -3))"
 done
 # Every library the binaries load comes from a package the stage installs.
 for binary in "$louped" "$tracectl" "$collector"; do
