@@ -278,11 +278,15 @@ void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
   wire::AppendVarintField(&block, layout::kBaseTime, base_time_ns_);
   wire::AppendVarintField(&block, layout::kEventCount, event_count_);
   wire::AppendVarintField(&block, layout::kFirstStringId, first_string_id_);
+  column_starts_.clear();
+  column_starts_.push_back(block.size());  // the strings, as one column
   block += new_strings_;
   wire::AppendVarintField(&block, layout::kFirstStackId, first_stack_id_);
-  if (!time_low_bytes_.empty()) {
-    wire::AppendBytesField(&block, layout::kTimeLowBytes, time_low_bytes_);
-  }
+  auto append_column = [&](uint32_t field, std::string_view bytes) {
+    column_starts_.push_back(block.size());
+    wire::AppendBytesField(&block, field, bytes);
+  };
+  if (!time_low_bytes_.empty()) append_column(layout::kTimeLowBytes, time_low_bytes_);
   const std::pair<uint32_t, const VarintColumn*> common[] = {
       {layout::kStackDepths, &stack_depths_},
       {layout::kStackFrameDeltas, &stack_frame_deltas_},
@@ -292,7 +296,7 @@ void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
       {layout::kCpus, &cpus_},
   };
   for (const auto& [field, column] : common) {
-    if (!column->empty()) wire::AppendBytesField(&block, field, column->bytes());
+    if (!column->empty()) append_column(field, column->bytes());
   }
   for (int kind = 1; kind <= kMaxRecordKind; ++kind) {
     const size_t group_size = GroupSize(kind);
@@ -302,12 +306,14 @@ void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
     wire::AppendVarint(&block, group_size);
     for (int c = 0; c < kMaxColumnsPerKind; ++c) {
       const VarintColumn& column = columns_[kind][c];
-      if (!column.empty()) wire::AppendBytesField(&block, c + 1, column.bytes());
+      if (!column.empty()) append_column(c + 1, column.bytes());
     }
   }
 
   frame->clear();
   wire::AppendBytesField(frame, layout::kFrameEvents, block);
+  // Offsets into the frame, past the field that wraps the block.
+  for (size_t& start : column_starts_) start += frame->size() - block.size();
 
   // The next block defines what is interned from here on.
   last_first_string_id_ = first_string_id_;

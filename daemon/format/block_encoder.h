@@ -44,6 +44,10 @@ class BlockEncoder {
   // `frame_number`: the frame's place in its file (EventBlock.frame_number);
   // 0 writes none.
   void FinishBlock(std::string* frame, uint64_t frame_number = 0);
+  // Where each column of the frame FinishBlock made last begins (ascending
+  // offsets into it), for FrameCompressor::Compress to give each its own
+  // zstd block.
+  const std::vector<size_t>& column_starts() const { return column_starts_; }
 
   // Takes back the block FinishBlock just made, which could not be stored
   // (a write failed): the strings and stacks it defined are forgotten, and so
@@ -102,6 +106,7 @@ class BlockEncoder {
   VarintColumn cpus_;
   BlockContext context_;  // what the block's events so far predict
   std::array<std::array<VarintColumn, layout::kMaxColumnsPerKind>, kMaxRecordKind + 1> columns_;
+  std::vector<size_t> column_starts_;  // of the last frame
 
   EncoderTruncations truncations_;
   EncoderTruncations block_truncations_;  // truncations_ when the block being built began

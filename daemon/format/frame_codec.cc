@@ -97,17 +97,40 @@ absl::StatusOr<FrameCompressor> FrameCompressor::Create(int level) {
   return compressor;
 }
 
-absl::Status FrameCompressor::Compress(std::string_view payload, std::string* out) {
+absl::Status FrameCompressor::Compress(std::string_view payload, std::string* out,
+                                       std::span<const size_t> block_starts) {
+  // Each block ended early adds at most a block header to zstd's bound.
+  constexpr size_t kBlockHeaderSize = 3;
   const size_t start = out->size();
-  out->resize(start + ZSTD_compressBound(payload.size()));
-  const size_t n = ZSTD_compress2(cctx_.get(), out->data() + start, out->size() - start,
-                                  payload.data(), payload.size());
-  if (ZSTD_isError(n)) {
-    out->resize(start);
-    return absl::InternalError(fmt::format("zstd compress: {}", ZSTD_getErrorName(n)));
+  out->resize(start + ZSTD_compressBound(payload.size()) + kBlockHeaderSize * block_starts.size());
+  ZSTD_CCtx* cctx = cctx_.get();
+  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);  // after a failed call, too
+  ZSTD_CCtx_setPledgedSrcSize(cctx, payload.size());
+  ZSTD_outBuffer output{out->data() + start, out->size() - start, 0};
+  // Compresses payload[from, to); ZSTD_e_flush ends the zstd block there.
+  auto compress = [&](size_t from, size_t to, ZSTD_EndDirective directive) -> absl::Status {
+    ZSTD_inBuffer input{payload.data() + from, to - from, 0};
+    size_t left;
+    do {
+      left = ZSTD_compressStream2(cctx, &output, &input, directive);
+    } while (!ZSTD_isError(left) && left != 0 && output.pos < output.size);
+    if (ZSTD_isError(left)) {
+      return absl::InternalError(fmt::format("zstd compress: {}", ZSTD_getErrorName(left)));
+    }
+    if (left != 0) return absl::InternalError("zstd compress: output over its bound");
+    return absl::OkStatus();
+  };
+  absl::Status status;
+  size_t from = 0;
+  for (size_t block_start : block_starts) {
+    if (block_start < from + kMinBlockBytes || block_start >= payload.size()) continue;
+    status = compress(from, block_start, ZSTD_e_flush);
+    if (!status.ok()) break;
+    from = block_start;
   }
-  out->resize(start + n);
-  return absl::OkStatus();
+  if (status.ok()) status = compress(from, payload.size(), ZSTD_e_end);
+  out->resize(status.ok() ? start + output.pos : start);
+  return status;
 }
 
 FrameScan ScanFrame(std::string_view data, size_t* frame_size, std::string* error) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -36,8 +37,16 @@ absl::StatusOr<uint32_t> ParseSignature(std::string_view bytes);
 class FrameCompressor {
  public:
   static absl::StatusOr<FrameCompressor> Create(int level);
-  // Appends one zstd frame holding `payload` to *out.
-  absl::Status Compress(std::string_view payload, std::string* out);
+  // Appends one zstd frame holding `payload` to *out. At each offset of
+  // `block_starts` (ascending) that lies at least kMinBlockBytes past the last
+  // one taken, a new zstd block begins: zstd keeps one set of entropy tables
+  // per block, and columns of unlike values sharing a block would share them
+  // (event blocks pass their columns' starts). Readers see an ordinary frame.
+  absl::Status Compress(std::string_view payload, std::string* out,
+                        std::span<const size_t> block_starts = {});
+
+  // Below this, a column's own tables cost more than they save.
+  static constexpr size_t kMinBlockBytes = 4096;
 
  private:
   struct Free {

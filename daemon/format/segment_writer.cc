@@ -435,7 +435,7 @@ absl::Status SegmentWriter::FlushBlock() {
   if (records == 0) return absl::OkStatus();
   encoder_.FinishBlock(&frame_, frame_number_);
   compressed_.clear();
-  absl::Status status = compressor_.Compress(frame_, &compressed_);
+  absl::Status status = compressor_.Compress(frame_, &compressed_, encoder_.column_starts());
   if (status.ok()) status = WriteFrame(compressed_);
   if (!status.ok()) {
     // The block is gone, and with it what it interned: the next block
