@@ -23,10 +23,7 @@ bool Load(std::span<const uint8_t> bytes, size_t fixed_part, T* out) {
   return true;
 }
 
-// Into the event's own string, whose buffer a reused event keeps.
-void AssignCString(const char* text, size_t max, std::string* out) {
-  out->assign(text, strnlen(text, max));
-}
+std::string_view CString(const char* text, size_t max) { return {text, strnlen(text, max)}; }
 
 // Lowest and highest address a user frame can have (the first page is never
 // mapped; above 47 bits is kernel or non-canonical with 4-level paging).
@@ -53,7 +50,7 @@ bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user
     for (uint16_t i = 0; i < user; ++i) {
       if ((event->frames[i] & LOUPE_FRAME_EXACT) == 0) continue;
       event->frames[i] &= ~LOUPE_FRAME_EXACT;
-      event->exact_frames.push_back(i);
+      event->extras().exact_frames.push_back(i);
     }
   }
   uint16_t valid = 0;
@@ -92,8 +89,8 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
       event->prev_tgid = r.prev_tgid;
       event->next_tgid = r.next_tgid;
       // Most switches are between targets: no name, no allocation.
-      if (r.prev_comm[0] != '\0') AssignCString(r.prev_comm, sizeof r.prev_comm, &event->prev_comm);
-      if (r.next_comm[0] != '\0') AssignCString(r.next_comm, sizeof r.next_comm, &event->next_comm);
+      if (r.prev_comm[0] != '\0') event->prev_comm.Assign(CString(r.prev_comm, sizeof r.prev_comm));
+      if (r.next_comm[0] != '\0') event->next_comm.Assign(CString(r.next_comm, sizeof r.next_comm));
       return true;
     }
     case LOUPE_REC_SCHED_WAKEUP: {
@@ -127,7 +124,7 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
       loupe_process_exec r;
       if (!Load(bytes, sizeof r, &r)) return false;
       event->record.tid = r.tid;
-      AssignCString(r.filename, sizeof r.filename, &event->text);
+      event->text.assign(CString(r.filename, sizeof r.filename));
       event->record.payload = format::ProcessExec{.pid = r.tgid};
       return true;
     }
@@ -142,7 +139,7 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
       loupe_thread_name r;
       if (!Load(bytes, sizeof r, &r)) return false;
       event->record.tid = r.tid;
-      AssignCString(r.comm, sizeof r.comm, &event->text);
+      event->text.assign(CString(r.comm, sizeof r.comm));
       event->record.payload = format::ThreadInfo{.pid = r.tgid, .ns_tid = 0};
       return true;
     }

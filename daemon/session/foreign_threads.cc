@@ -21,8 +21,10 @@ std::vector<OwnedEvent> ForeignThreads::Describe(const OwnedEvent& event) {
   const auto* change = std::get_if<format::SchedSwitch>(&event.record.payload);
   if (change == nullptr) return made;
   // BPF names only the sides it did not take for targets, never the idle task.
-  const Side sides[] = {{event.record.time_ns, event.record.tid, event.prev_tgid, event.prev_comm},
-                        {event.record.time_ns, change->next_tid, event.next_tgid, event.next_comm}};
+  const Side sides[] = {{event.record.time_ns, event.record.tid, event.prev_tgid,
+                         std::string(event.prev_comm.view())},
+                        {event.record.time_ns, change->next_tid, event.next_tgid,
+                         std::string(event.next_comm.view())}};
   bool foreign_seen = false;
   for (const Side& side : sides) {
     if (side.tid == 0 || side.comm.empty() || is_target_(side.tgid)) continue;
@@ -53,7 +55,7 @@ OwnedEvent ForeignThreads::Info(const Side& side) {
                  .tid = side.tid,
                  .payload = format::ThreadInfo{.pid = side.tgid, .foreign = true}};
   info.text = side.comm;
-  info.value_text = ProcessName(side.tgid);
+  info.extras().value_text = ProcessName(side.tgid);
   return info;
 }
 

@@ -7,9 +7,9 @@
 
 namespace loupe::session {
 
-std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
+bool OffCpuTracker::Observe(OwnedEvent& event, OwnedEvent* interval) {
   const format::Record& record = event.record;
-  std::optional<OwnedEvent> interval;
+  bool made = false;
   std::visit(Overloaded{
                  [&](const format::SchedWakeup& wakeup) {
                    if (is_target_(event.next_tgid)) {
@@ -20,7 +20,7 @@ std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
                    switched_out_.erase(record.tid);
                    woken_.erase(record.tid);
                  },
-                 [&](const format::SchedSwitch& change) { interval = OnSwitch(event, change); },
+                 [&](const format::SchedSwitch& change) { made = OnSwitch(event, change, interval); },
                  // Not scheduling.
                  [](const format::ClockSync&) {}, [](const format::ProcessInfo&) {},
                  [](const format::ThreadInfo&) {}, [](const format::ProcessFork&) {},
@@ -32,20 +32,20 @@ std::optional<OwnedEvent> OffCpuTracker::Observe(OwnedEvent& event) {
                  [](const format::Counter&) {}, [](const format::OperationBegin&) {},
                  [](const format::OperationEnd&) {}, [](const format::Loss&) {}},
              record.payload);
-  return interval;
+  return made;
 }
 
-std::optional<OwnedEvent> OffCpuTracker::OnSwitch(OwnedEvent& event,
-                                                  const format::SchedSwitch& change) {
+bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& change,
+                             OwnedEvent* interval) {
   const format::Record& record = event.record;
-  std::optional<OwnedEvent> interval;
+  bool made = false;
   if (is_target_(event.next_tgid)) {
     // Every wakeup kept here came after the thread's last switch-in: older
     // ones are dropped below, at the switch-in they predate.
     auto woken = woken_.find(change.next_tid);
     auto out = switched_out_.find(change.next_tid);
-    if (out != switched_out_.end()) {
-      const SwitchedOut& from = out->second;
+    if (out != switched_out_.end() && out->second.active) {
+      SwitchedOut& from = out->second;
       format::OffCpu off{.duration_ns = record.time_ns - from.time_ns, .prev_state = from.state};
       if (woken != woken_.end()) {
         // A waker that raced with the switch-out woke a thread still on the
@@ -55,19 +55,20 @@ std::optional<OwnedEvent> OffCpuTracker::OnSwitch(OwnedEvent& event,
       } else if (from.state == 0) {  // preempted: runnable all along
         off.runq_ns = off.duration_ns;
       }
-      OwnedEvent made;
-      made.record = {
+      interval->Clear();
+      interval->record = {
           .time_ns = record.time_ns, .tid = change.next_tid, .cpu = record.cpu, .payload = off};
-      made.prev_tgid = event.next_tgid;  // the interval's process, for symbols
-      made.frames = std::move(out->second.frames);
-      made.user_depth = out->second.user_depth;
-      interval = std::move(made);
-      switched_out_.erase(out);
+      interval->prev_tgid = event.next_tgid;  // the interval's process, for symbols
+      interval->frames.swap(from.frames);
+      interval->user_depth = from.user_depth;
+      from.active = false;
+      made = true;
     }
     if (woken != woken_.end()) woken_.erase(woken);
   }
   if (is_target_(event.prev_tgid)) {
     SwitchedOut& out = switched_out_[record.tid];
+    out.active = true;
     out.time_ns = record.time_ns;
     out.state = change.prev_state;
     out.user_depth = event.user_depth;
@@ -76,7 +77,7 @@ std::optional<OwnedEvent> OffCpuTracker::OnSwitch(OwnedEvent& event,
     event.frames.clear();
     event.user_depth = 0;
   }
-  return interval;
+  return made;
 }
 
 }  // namespace loupe::session

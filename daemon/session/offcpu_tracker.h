@@ -8,7 +8,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
+#include <algorithm>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "daemon/session/owned_event.h"
@@ -21,13 +22,22 @@ class OffCpuTracker {
   explicit OffCpuTracker(IsTarget is_target) : is_target_(std::move(is_target)) {}
 
   // Feed every event in time order. For a switch-in that ends an off-CPU
-  // interval, returns the off_cpu event to write after it. Takes the
-  // switch-out stacks out of `event` (a sched_switch record carries none).
-  std::optional<OwnedEvent> Observe(OwnedEvent& event);
-  size_t tracked_threads() const { return switched_out_.size(); }
+  // interval, fills `interval` with the off_cpu event to write after it and
+  // returns true. Takes the switch-out stacks out of `event` (a
+  // sched_switch record carries none); buffers are swapped, never freed, so
+  // a busy session allocates nothing here once each thread has been seen.
+  bool Observe(OwnedEvent& event, OwnedEvent* interval);
+  // Threads between a switch-out and their switch-in.
+  size_t tracked_threads() const {
+    return static_cast<size_t>(std::ranges::count_if(
+        switched_out_, [](const auto& entry) { return entry.second.active; }));
+  }
 
  private:
+  // Kept after the switch-in (inactive) until the thread exits: its frames
+  // buffer serves the thread's next switch-out.
   struct SwitchedOut {
+    bool active = false;
     uint64_t time_ns = 0;
     uint32_t state = 0;
     std::vector<uint64_t> frames;
@@ -38,8 +48,9 @@ class OffCpuTracker {
     uint32_t waker_tid = 0;
   };
 
-  // A switch: ends the next thread's off-CPU interval (returned), begins the previous one's.
-  std::optional<OwnedEvent> OnSwitch(OwnedEvent& event, const format::SchedSwitch& change);
+  // A switch: ends the next thread's off-CPU interval (into `interval`),
+  // begins the previous one's.
+  bool OnSwitch(OwnedEvent& event, const format::SchedSwitch& change, OwnedEvent* interval);
 
   IsTarget is_target_;
   absl::flat_hash_map<uint32_t, SwitchedOut> switched_out_;  // by tid

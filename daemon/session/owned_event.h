@@ -4,12 +4,14 @@
 #ifndef LOUPE_DAEMON_SESSION_OWNED_EVENT_H_
 #define LOUPE_DAEMON_SESSION_OWNED_EVENT_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
-#include <variant>
+#include <string_view>
 #include <vector>
 
-#include "daemon/base/overloaded.h"
 #include "daemon/format/record.h"
 
 namespace loupe::session {
@@ -22,46 +24,122 @@ struct OwnedField {
   std::string text;
 };
 
-struct OwnedEvent {
-  format::Record record;         // views are set by View()
-  std::vector<uint64_t> frames;  // user frames, then kernel frames
-  uint16_t user_depth = 0;
-  // The user stack walk met an address no user frame can have; the frames
-  // from there on were dropped.
-  bool unwind_stopped = false;
+// A task's name as the kernel keeps it (at most 15 bytes), held in place:
+// most switches carry one or two, and a string each made every reorder
+// slot 64 bytes larger.
+class TaskComm {
+ public:
+  static constexpr size_t kMaxSize = 15;
+  void Assign(std::string_view name) {
+    size_ = static_cast<uint8_t>(std::min(name.size(), kMaxSize));
+    std::copy_n(name.data(), size_, bytes_);
+  }
+  void clear() { size_ = 0; }
+  bool empty() const { return size_ == 0; }
+  std::string_view view() const { return {bytes_, size_}; }
+
+ private:
+  char bytes_[kMaxSize];
+  uint8_t size_ = 0;
+};
+
+// The parts only some kinds of events have. Kept apart so the events
+// waiting in the reorder buffer (a drain's whole backlog, ~100 k of them
+// when busy) do not each carry their room.
+struct EventExtras {
   // User frames (by index) whose address is where the code was, not a
   // return address: those a signal interrupted. The leaf always is.
   std::vector<uint16_t> exact_frames;
-  std::string text;  // a name or a path
-  std::string value_text;         // a USDT string argument, a foreign thread's process name
-  std::vector<int64_t> args;      // of a USDT or uprobe event
+  std::string value_text;          // a USDT string argument, a foreign thread's process name
+  std::vector<int64_t> args;       // of a USDT or uprobe event
   std::vector<OwnedField> fields;  // of an instant event
   std::vector<format::Field> field_views;
-  // For switches: the processes on both sides (targets are decided by tgid).
-  uint32_t prev_tgid = 0;
-  uint32_t next_tgid = 0;
-  // For switches: the names of sides that are not targets (empty otherwise).
-  std::string prev_comm;
-  std::string next_comm;
 
-  // Empties every member above for the next event, keeping their buffers:
-  // a reorder slot decoded into again allocates nothing for its stacks,
-  // names or fields. A new member must be reset here too.
   void Clear() {
-    record = {};
-    frames.clear();
-    user_depth = 0;
-    unwind_stopped = false;
     exact_frames.clear();
-    text.clear();
     value_text.clear();
     args.clear();
     fields.clear();
     field_views.clear();
+  }
+};
+
+// Extras no event holds, with their buffers, for the next event that needs
+// some: how many exist is bounded by how many events hold extras at once.
+class ExtrasPool {
+ public:
+  std::unique_ptr<EventExtras> Take() {
+    if (spare_.empty()) return std::make_unique<EventExtras>();
+    std::unique_ptr<EventExtras> extras = std::move(spare_.back());
+    spare_.pop_back();
+    return extras;
+  }
+  void Give(std::unique_ptr<EventExtras> extras) {
+    extras->Clear();
+    spare_.push_back(std::move(extras));
+  }
+
+ private:
+  std::vector<std::unique_ptr<EventExtras>> spare_;
+};
+
+class OwnedEvent {
+ public:
+  OwnedEvent() = default;
+  // An event whose extras come from, and go back to, `pool`.
+  explicit OwnedEvent(ExtrasPool* pool) : pool_(pool) {}
+
+  format::Record record;         // views are set by View()
+  std::vector<uint64_t> frames;  // user frames, then kernel frames
+  std::string text;              // a name or a path
+  // For switches: the processes on both sides (targets are decided by tgid).
+  uint32_t prev_tgid = 0;
+  uint32_t next_tgid = 0;
+  uint16_t user_depth = 0;
+  // The user stack walk met an address no user frame can have; the frames
+  // from there on were dropped.
+  bool unwind_stopped = false;
+  // For switches: the names of sides that are not targets (empty otherwise).
+  TaskComm prev_comm;
+  TaskComm next_comm;
+
+  // The extras, made (or taken from the pool) on first use.
+  EventExtras& extras() {
+    if (!extras_) extras_ = pool_ != nullptr ? pool_->Take() : std::make_unique<EventExtras>();
+    return *extras_;
+  }
+  std::span<const uint16_t> exact_frames() const {
+    return extras_ ? std::span<const uint16_t>(extras_->exact_frames) : std::span<const uint16_t>();
+  }
+  std::string_view value_text() const { return extras_ ? extras_->value_text : std::string_view(); }
+  std::span<const int64_t> args() const {
+    return extras_ ? std::span<const int64_t>(extras_->args) : std::span<const int64_t>();
+  }
+
+  // Empties the event for the next one, keeping its buffers: a reorder
+  // slot decoded into again allocates nothing for its stacks or names.
+  // A new member must be reset here too.
+  void Clear() {
+    record = {};
+    frames.clear();
+    text.clear();
     prev_tgid = 0;
     next_tgid = 0;
+    user_depth = 0;
+    unwind_stopped = false;
     prev_comm.clear();
     next_comm.clear();
+    ReleaseExtras();
+  }
+  // Gives the extras back to the pool (an event without one keeps them,
+  // emptied): a released reorder slot may wait long before it is reused.
+  void ReleaseExtras() {
+    if (!extras_) return;
+    if (pool_ != nullptr) {
+      pool_->Give(std::move(extras_));
+    } else {
+      extras_->Clear();
+    }
   }
 
   format::Stack UserStack() const { return {frames.data(), user_depth}; }
@@ -69,47 +147,13 @@ struct OwnedEvent {
     return {frames.data() + user_depth, frames.size() - user_depth};
   }
 
-  const format::Record& View() {
-    const auto stacks = [this](auto& kind) {
-      kind.user_stack = UserStack();
-      kind.kernel_stack = KernelStack();
-    };
-    std::visit(Overloaded{
-                   [&](format::CpuSample& sample) { stacks(sample); },
-                   [&](format::OffCpu& off) { stacks(off); },
-                   [&](format::ThreadInfo& thread) {
-                     thread.name = text;
-                     thread.process_name = value_text;
-                   },
-                   [&](format::ProcessExec& exec) { exec.filename = text; },
-                   [&](format::UsdtEvent& usdt) {
-                     usdt.args = args;
-                     usdt.str_arg = value_text;
-                   },
-                   [&](format::UprobeEntry& entry) { entry.args = args; },
-                   [&](format::SpanBegin& span) { span.name = text; },
-                   [&](format::Counter& counter) { counter.name = text; },
-                   [&](format::OperationBegin& operation) { operation.name = text; },
-                   [&](format::Instant& instant) { ViewInstant(instant); },
-                   // Nothing owned here to point at.
-                   [](format::ClockSync&) {}, [](format::ProcessInfo&) {},
-                   [](format::ProcessFork&) {}, [](format::ThreadExit&) {},
-                   [](format::SchedSwitch&) {}, [](format::SchedWakeup&) {},
-                   [](format::SchedMigrate&) {}, [](format::UprobeReturn&) {},
-                   [](format::SpanEnd&) {}, [](format::OperationEnd&) {},
-                   [](format::Loss&) {}},
-               record.payload);
-    return record;
-  }
+  const format::Record& View();
 
-  void ViewInstant(format::Instant& instant) {
-    instant.name = text;
-    field_views.clear();
-    for (const OwnedField& field : fields) {
-      field_views.push_back({field.key, {field.type, field.bits, field.text}});
-    }
-    instant.fields = field_views;
-  }
+ private:
+  void ViewInstant(format::Instant& instant);
+
+  std::unique_ptr<EventExtras> extras_;
+  ExtrasPool* pool_ = nullptr;
 };
 
 }  // namespace loupe::session

@@ -127,14 +127,14 @@ void Pipeline::WriteLoss(const format::Loss& loss, uint64_t time_ns) {
 
 void Pipeline::Release(OwnedEvent& event) {
   for (OwnedEvent& info : foreign_.Describe(event)) Write(info);
-  std::optional<OwnedEvent> interval = offcpu_.Observe(event);
+  const bool ended_interval = offcpu_.Observe(event, &interval_);
   targets_.Track(event);
   operations_.Observe(event.record);
   calls_.Observe(event.record);
   Write(event);
-  if (interval) {
-    operations_.Observe(interval->record);
-    Write(*interval);
+  if (ended_interval) {
+    operations_.Observe(interval_.record);
+    Write(interval_);
   }
 }
 

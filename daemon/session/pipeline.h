@@ -87,6 +87,7 @@ class Pipeline {
   ProbeRecordDecoder probe_decoder_;
   ReorderBuffer reorder_;
   OffCpuTracker offcpu_;
+  OwnedEvent interval_;  // the off_cpu event being written, its buffers reused
   ForeignThreads foreign_;
   OperationTracker operations_;
   UprobePairer calls_;

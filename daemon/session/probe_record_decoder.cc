@@ -61,7 +61,7 @@ bool ProbeRecordDecoder::Decode(std::span<const uint8_t> bytes, OwnedEvent* even
       event->record.tid = r.tid;
       event->prev_tgid = r.tgid;
       if (header.type == LOUPE_REC_UPROBE_ENTRY) {
-        event->args.assign(r.values, r.values + r.arg_count);
+        event->extras().args.assign(r.values, r.values + r.arg_count);
         event->record.payload = format::UprobeEntry{.probe = ProbeName(r.probe)};
       } else {
         event->record.payload =
@@ -111,7 +111,7 @@ bool ProbeRecordDecoder::Decode(std::span<const uint8_t> bytes, OwnedEvent* even
     case LOUPE_REC_TRIGGER:
       // A trigger is an instant event marked as one.
       event->text = NameAt(r.tgid, r.args[0]);
-      event->fields.push_back({.key = "loupe.trigger", .type = format::ValueType::kBool, .bits = 1});
+      event->extras().fields.push_back({.key = "loupe.trigger", .type = format::ValueType::kBool, .bits = 1});
       event->record.payload = format::Instant{};
       return true;
     default:
@@ -140,7 +140,7 @@ bool ProbeRecordDecoder::DecodeInstant(std::span<const uint8_t> bytes, OwnedEven
       owned.text = filter_.Apply(value, field.length);
       owned.bits = 0;
     }
-    event->fields.push_back(std::move(owned));
+    event->extras().fields.push_back(std::move(owned));
   }
   event->record.payload = format::Instant{.operation_id = r.operation};
   return true;
@@ -152,7 +152,7 @@ bool ProbeRecordDecoder::DecodeUsdt(std::span<const uint8_t> bytes, OwnedEvent* 
   if (r.arg_count > LOUPE_USDT_MAX_ARGS) return false;
   event->record.tid = r.tid;
   event->prev_tgid = r.tgid;
-  event->args.assign(r.args, r.args + r.arg_count);
+  event->extras().args.assign(r.args, r.args + r.arg_count);
   if ((r.flags & LOUPE_USDT_STRING) != 0) {
     const size_t header = offsetof(loupe_usdt_event, string);
     if (r.string_length < 0) {
@@ -164,7 +164,7 @@ bool ProbeRecordDecoder::DecodeUsdt(std::span<const uint8_t> bytes, OwnedEvent* 
       if ((r.flags & LOUPE_USDT_STRING_CUT) != 0) ++losses_.usdt_strings_cut;
       const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + header,
                                   static_cast<size_t>(r.string_length));
-      event->value_text = filter_.Apply(text, text.size());
+      event->extras().value_text = filter_.Apply(text, text.size());
     }
   } else if (bytes.size() != offsetof(loupe_usdt_event, string)) {
     return false;

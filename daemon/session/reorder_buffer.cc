@@ -7,7 +7,7 @@ namespace loupe::session {
 OwnedEvent& ReorderBuffer::Next() {
   if (free_slots_.empty()) {
     free_slots_.push_back(static_cast<uint32_t>(slots_.size()));
-    slots_.emplace_back();
+    slots_.emplace_back(&extras_);
   }
   return slots_[free_slots_.back()];
 }
@@ -41,7 +41,9 @@ void ReorderBuffer::ReleaseUntil(uint64_t limit, const Sink& sink) {
     } else {
       released_until_ = next.time_ns;
     }
-    sink(slots_[next.slot]);
+    OwnedEvent& event = slots_[next.slot];
+    sink(event);
+    event.ReleaseExtras();
     free_slots_.push_back(next.slot);
   }
   order_.erase(order_.begin(), order_.begin() + static_cast<ptrdiff_t>(count));

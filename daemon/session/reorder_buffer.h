@@ -18,6 +18,9 @@ class ReorderBuffer {
   using Sink = std::function<void(OwnedEvent&)>;
   // `max_events` bounds memory: past it the oldest are released early.
   ReorderBuffer(uint64_t window_ns, size_t max_events) : window_ns_(window_ns), max_(max_events) {}
+  // The slots point at the buffer's pool of extras.
+  ReorderBuffer(const ReorderBuffer&) = delete;
+  ReorderBuffer& operator=(const ReorderBuffer&) = delete;
 
   // The slot for the next event, to decode into: a released event's, so
   // its buffers are reused. Until Add(), the same slot again.
@@ -54,6 +57,7 @@ class ReorderBuffer {
 
   uint64_t window_ns_;
   size_t max_;
+  ExtrasPool extras_;  // the slots point at it
   std::vector<OwnedEvent> slots_;
   std::vector<uint32_t> free_slots_;  // the last one is Next()'s
   // Sorted on (time, sequence) up to `sorted_`, then in arrival order.

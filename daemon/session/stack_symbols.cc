@@ -11,7 +11,7 @@ void StackSymbols::Collect(const OwnedEvent& event) {
   const uint32_t pid = event.prev_tgid;
   if (!seen_stacks_
            .insert(absl::HashOf(pid, absl::MakeConstSpan(event.frames),
-                                absl::MakeConstSpan(event.exact_frames)))
+                                absl::MakeConstSpan(event.exact_frames())))
            .second) {
     return;
   }
@@ -25,7 +25,7 @@ void StackSymbols::Collect(const OwnedEvent& event) {
     // before it, and symbolizing the return address itself can name the
     // line (or an inlined function) after the call instead. The leaf and
     // the code a signal interrupted are where they were.
-    const bool exact = i == 0 || std::ranges::find(event.exact_frames, i) != event.exact_frames.end();
+    const bool exact = i == 0 || std::ranges::find(event.exact_frames(), i) != event.exact_frames().end();
     const uint64_t call_site = exact ? address : address - 1;
     symbols::Location location = address_spaces_.Locate(pid, call_site, event.record.time_ns);
     if (location.object != nullptr) symbolizer_->Prefetch(location.object, location.file_offset);

@@ -116,14 +116,15 @@ TEST(BpfRecordDecoderTest, TableWalksCarryTheirStopAndTheirExactFrames) {
   EXPECT_TRUE(event->unwind_stopped);
   ASSERT_EQ(event->UserStack().size(), 3u);
   EXPECT_EQ(event->UserStack()[1], 0x401234u);
-  EXPECT_EQ(event->exact_frames, std::vector<uint16_t>{1});
+  EXPECT_EQ(std::vector<uint16_t>(event->exact_frames().begin(), event->exact_frames().end()),
+            std::vector<uint16_t>{1});
 
   record.stack_flags = LOUPE_STACK_CFI;
   record.frames[1] = 0x401234;
   event = Decode(Bytes(record, offsetof(loupe_cpu_sample, frames) + 3 * 8));
   ASSERT_TRUE(event);
   EXPECT_FALSE(event->unwind_stopped);
-  EXPECT_TRUE(event->exact_frames.empty());
+  EXPECT_TRUE(event->exact_frames().empty());
 
   // Depths past what BPF can write are a malformed record.
   record.user_depth = LOUPE_MAX_STACK_DEPTH + 1;
@@ -153,8 +154,8 @@ TEST(BpfRecordDecoderTest, SwitchCarriesTheNamesOfUntracedSides) {
   std::optional<OwnedEvent> event =
       Decode(Bytes(record, offsetof(loupe_sched_switch, frames)));
   ASSERT_TRUE(event);
-  EXPECT_EQ(event->prev_comm, "");
-  EXPECT_EQ(event->next_comm, "bg_compress");
+  EXPECT_EQ(event->prev_comm.view(), "");
+  EXPECT_EQ(event->next_comm.view(), "bg_compress");
 }
 
 TEST(BpfRecordDecoderTest, WakeupContextAndMigration) {
@@ -209,15 +210,15 @@ TEST(BpfRecordDecoderTest, ReusedEventKeepsNothingOfThePreviousOne) {
   wakeup.woken_tgid = 4;
   OwnedEvent reused;
   ASSERT_TRUE(DecodeBpfRecord(Bytes(change), &reused));
-  EXPECT_EQ(reused.prev_comm, "worker");
-  EXPECT_EQ(reused.exact_frames.size(), 1u);
+  EXPECT_EQ(reused.prev_comm.view(), "worker");
+  EXPECT_EQ(reused.exact_frames().size(), 1u);
   ASSERT_TRUE(DecodeBpfRecord(Bytes(wakeup), &reused));
   std::optional<OwnedEvent> fresh = Decode(Bytes(wakeup));
   ASSERT_TRUE(fresh);
   EXPECT_EQ(reused.frames, fresh->frames);
   EXPECT_EQ(reused.user_depth, 0u);
   EXPECT_FALSE(reused.unwind_stopped);
-  EXPECT_TRUE(reused.exact_frames.empty());
+  EXPECT_TRUE(reused.exact_frames().empty());
   EXPECT_TRUE(reused.prev_comm.empty());
   EXPECT_EQ(reused.prev_tgid, fresh->prev_tgid);
   EXPECT_EQ(reused.next_tgid, 4u);
@@ -226,5 +227,27 @@ TEST(BpfRecordDecoderTest, ReusedEventKeepsNothingOfThePreviousOne) {
   EXPECT_TRUE(std::holds_alternative<format::SchedWakeup>(reused.record.payload));
 }
 
+// Extras (args, fields, exact frames) are few at a time: an event gives
+// them back emptied, and the next event that needs some reuses them.
+TEST(OwnedEventTest, ExtrasGoBackToThePoolEmptiedAndAreReused) {
+  ExtrasPool pool;
+  OwnedEvent first(&pool);
+  EXPECT_TRUE(first.args().empty());
+  first.extras().args = {1, 2};
+  first.extras().value_text = "text";
+  const EventExtras* taken = &first.extras();
+  EXPECT_EQ(first.args().size(), 2u);
+  first.ReleaseExtras();
+  EXPECT_TRUE(first.args().empty());
+  EXPECT_TRUE(first.value_text().empty());
+  OwnedEvent second(&pool);
+  EXPECT_EQ(&second.extras(), taken);
+  EXPECT_TRUE(second.extras().args.empty());
+  EXPECT_TRUE(second.value_text().empty());
+  // Two at once need two.
+  EXPECT_NE(&first.extras(), taken);
+}
+
 }  // namespace
 }  // namespace loupe::session
+

@@ -16,8 +16,8 @@ OwnedEvent Switch(uint32_t prev_tid, uint32_t prev_tgid, std::string prev_comm,
   event.record = {.time_ns = 1000, .tid = prev_tid, .payload = format::SchedSwitch{next_tid, 0}};
   event.prev_tgid = prev_tgid;
   event.next_tgid = next_tgid;
-  event.prev_comm = std::move(prev_comm);
-  event.next_comm = std::move(next_comm);
+  event.prev_comm.Assign(prev_comm);
+  event.next_comm.Assign(next_comm);
   return event;
 }
 
@@ -65,7 +65,7 @@ TEST_F(ForeignThreadsTest, TargetsIdleAndUnnamedSidesAreNotDescribed) {
   const std::vector<OwnedEvent> made =
       foreign_.Describe(Switch(101, kTarget, "", 701, 700, "gone"));
   ASSERT_EQ(made.size(), 1u);
-  EXPECT_EQ(made[0].value_text, "");  // the process is gone
+  EXPECT_EQ(made[0].value_text(), "");  // the process is gone
 }
 
 TEST(ForeignThreadsProcTest, ReadsTheProcessNameFromProc) {

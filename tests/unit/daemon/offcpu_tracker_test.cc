@@ -43,9 +43,8 @@ class OffCpuTrackerTest : public ::testing::Test {
   std::vector<OwnedEvent> Replay(std::vector<OwnedEvent> events) {
     std::vector<OwnedEvent> intervals;
     for (OwnedEvent& event : events) {
-      if (std::optional<OwnedEvent> made = tracker_.Observe(event)) {
-        intervals.push_back(*std::move(made));
-      }
+      OwnedEvent made;
+      if (tracker_.Observe(event, &made)) intervals.push_back(std::move(made));
     }
     return intervals;
   }
