@@ -16,6 +16,8 @@ constexpr uint32_t kSequenceFlags = 13;
 constexpr uint32_t kTimestampClockId = 58;  // also TracePacketDefaults'
 constexpr uint32_t kDefaults = 59;
 constexpr uint64_t kStateCleared = 1, kNeedsState = 2;  // sequence_flags
+// TracePacketDefaults.track_event_defaults, TrackEventDefaults.track_uuid
+constexpr uint32_t kTrackEventDefaults = 11, kDefaultTrack = 11;
 // ClockSnapshot, ClockSnapshot.Clock
 constexpr uint32_t kClocks = 1, kPrimaryClock = 2;
 constexpr uint32_t kClockId = 1, kClockTimestamp = 2, kIncremental = 3;
@@ -23,11 +25,9 @@ constexpr uint64_t kRealtime = 1, kMonotonic = 3, kBoottime = 6;  // BuiltinCloc
 // InternedString, EventName, DebugAnnotationName
 constexpr uint32_t kIid = 1, kString = 2;
 
-constexpr size_t kFlushBytes = 1 << 20;
-
-// InternedData field numbers, by PerfettoSequence::Strings.
+// InternedData field numbers, by PerfettoStream::Strings.
 constexpr uint32_t kStringTables[] = {2, 3, 5, 17, 16, 29};
-static_assert(std::size(kStringTables) == size_t(PerfettoSequence::Strings::kCount));
+static_assert(std::size(kStringTables) == size_t(PerfettoStream::Strings::kCount));
 
 void Clock(ProtoBuilder& snapshot, uint64_t id, uint64_t ns, bool incremental) {
   const size_t clock = snapshot.Begin(kClocks);
@@ -39,26 +39,42 @@ void Clock(ProtoBuilder& snapshot, uint64_t id, uint64_t ns, bool incremental) {
 
 }  // namespace
 
-PerfettoSequence::~PerfettoSequence() { Flush(); }
-
 void PerfettoSequence::Start(uint64_t monotonic_ns, uint64_t realtime_ns) {
+  Begin(monotonic_ns, &realtime_ns, 0);
+}
+
+void PerfettoSequence::StartTrack(uint64_t monotonic_ns, uint64_t track_uuid) {
+  Begin(monotonic_ns, nullptr, track_uuid);
+}
+
+void PerfettoSequence::Begin(uint64_t monotonic_ns, const uint64_t* realtime_ns,
+                             uint64_t track_uuid) {
   clocks_.fill(monotonic_ns);
   packet_.clear();
   ProtoBuilder packet(&packet_);
-  packet.Varint(kTimestamp, monotonic_ns);
-  packet.Varint(kTimestampClockId, kMonotonic);
-  packet.Varint(kSequenceIdField, kSequenceId);
+  if (realtime_ns != nullptr) {
+    packet.Varint(kTimestamp, monotonic_ns);
+    packet.Varint(kTimestampClockId, kMonotonic);
+  }
+  packet.Varint(kSequenceIdField, id_);
   packet.Varint(kSequenceFlags, kStateCleared);
   const size_t defaults = packet.Begin(kDefaults);
   packet.Varint(kTimestampClockId, kClock);
+  if (track_uuid != 0) {
+    const size_t track_event = packet.Begin(kTrackEventDefaults);
+    packet.Varint(kDefaultTrack, track_uuid);
+    packet.End(track_event);
+  }
   packet.End(defaults);
   const size_t snapshot = packet.Begin(kClockSnapshot);
   Clock(packet, kMonotonic, monotonic_ns, false);
-  Clock(packet, kRealtime, realtime_ns, false);
-  // Perfetto reads kernel scheduling data (PerfettoCompactSched) as boot
-  // time; ours is monotonic. Declared equal here, those times are read as
-  // they are: boot time differs only by time suspended before the trace.
-  Clock(packet, kBoottime, monotonic_ns, false);
+  if (realtime_ns != nullptr) {
+    Clock(packet, kRealtime, *realtime_ns, false);
+    // Perfetto reads kernel scheduling data (PerfettoCompactSched) as boot
+    // time; ours is monotonic. Declared equal here, those times are read as
+    // they are: boot time differs only by time suspended before the trace.
+    Clock(packet, kBoottime, monotonic_ns, false);
+  }
   for (uint32_t clock = kClock; clock <= kClock + kLateClocks; ++clock) {
     Clock(packet, clock, monotonic_ns, true);
   }
@@ -67,20 +83,15 @@ void PerfettoSequence::Start(uint64_t monotonic_ns, uint64_t realtime_ns) {
   Write();
 }
 
-uint64_t PerfettoSequence::Intern(Strings table, std::string_view text) {
-  auto& ids = strings_[static_cast<size_t>(table)];
-  // This Abseil's string_view is its own type, not std::string_view.
-  if (auto it = ids.find(absl::string_view(text.data(), text.size())); it != ids.end()) {
-    return it->second;
+uint64_t PerfettoSequence::Use(Strings table, uint64_t id) {
+  if (defined_[static_cast<size_t>(table)].insert(id).second) {
+    ProtoBuilder interned(&interned_);
+    const size_t entry = interned.Begin(kStringTables[static_cast<size_t>(table)]);
+    interned.Varint(kIid, id);
+    interned.Bytes(kString, stream_.Text(table, id));
+    interned.End(entry);
   }
-  const uint64_t iid = ids.size() + 1;
-  ids.emplace(text, iid);
-  ProtoBuilder interned(&interned_);
-  const size_t entry = interned.Begin(kStringTables[static_cast<size_t>(table)]);
-  interned.Varint(kIid, iid);
-  interned.Bytes(kString, text);
-  interned.End(entry);
-  return iid;
+  return id;
 }
 
 std::pair<uint32_t, uint64_t> PerfettoSequence::Stamp(uint64_t time_ns) {
@@ -105,39 +116,34 @@ void PerfettoSequence::Emit(uint64_t time_ns, uint32_t field) {
   const auto [clock, timestamp] = Stamp(time_ns);
   packet.Varint(kTimestamp, timestamp);
   if (clock != kClock) packet.Varint(kTimestampClockId, clock);
-  packet.Varint(kSequenceIdField, kSequenceId);
+  packet.Varint(kSequenceIdField, id_);
   packet.Varint(kSequenceFlags, kNeedsState);
   size_t size = packet_.size() + format::wire::BytesFieldSize(field, payload_.size());
   if (!interned_.empty()) size += format::wire::BytesFieldSize(kInternedData, interned_.size());
-  format::wire::AppendVarint(&pending_, format::wire::Tag(kPacket, format::wire::kLengthDelimited));
-  format::wire::AppendVarint(&pending_, size);
-  pending_ += packet_;
-  ProtoBuilder framed(&pending_);
+  std::string& pending = stream_.pending();
+  format::wire::AppendVarint(&pending, format::wire::Tag(kPacket, format::wire::kLengthDelimited));
+  format::wire::AppendVarint(&pending, size);
+  pending += packet_;
+  ProtoBuilder framed(&pending);
   if (!interned_.empty()) {
     framed.Bytes(kInternedData, interned_);
     interned_.clear();
   }
   framed.Bytes(field, payload_);
-  if (pending_.size() >= kFlushBytes) Flush();
+  stream_.Written();
 }
 
 void PerfettoSequence::EmitPlain(uint32_t field, std::string_view payload) {
   packet_.clear();
   ProtoBuilder packet(&packet_);
-  packet.Varint(kSequenceIdField, kSequenceId);
+  packet.Varint(kSequenceIdField, id_);
   packet.Bytes(field, payload);
   Write();
 }
 
 void PerfettoSequence::Write() {
-  ProtoBuilder(&pending_).Bytes(kPacket, packet_);
-  if (pending_.size() >= kFlushBytes) Flush();
-}
-
-void PerfettoSequence::Flush() {
-  out_.write(pending_.data(), static_cast<std::streamsize>(pending_.size()));
-  bytes_written_ += pending_.size();
-  pending_.clear();
+  ProtoBuilder(&stream_.pending()).Bytes(kPacket, packet_);
+  stream_.Written();
 }
 
 }  // namespace loupe::analysis

@@ -6,7 +6,7 @@ namespace {
 using Strings = PerfettoSequence::Strings;
 
 // TrackEvent (protos/perfetto/trace/track_event/track_event.proto)
-constexpr uint32_t kAnnotations = 4, kType = 9, kNameIid = 10, kTrack = 11, kName = 23,
+constexpr uint32_t kAnnotations = 4, kType = 9, kNameIid = 10, kName = 23,
                    kCounterValue = 30, kDoubleCounterValue = 44;
 // DebugAnnotation (debug_annotation.proto)
 constexpr uint32_t kArgNameIid = 1, kBool = 2, kUint = 3, kInt = 4, kDouble = 5, kString = 6,
@@ -14,10 +14,9 @@ constexpr uint32_t kArgNameIid = 1, kBool = 2, kUint = 3, kInt = 4, kDouble = 5,
 
 }  // namespace
 
-TrackEventBuilder::TrackEventBuilder(PerfettoSequence& sequence, Type type, uint64_t track)
+TrackEventBuilder::TrackEventBuilder(PerfettoSequence& sequence, Type type)
     : sequence_(sequence), event_(sequence.Payload()) {
   event_.Varint(kType, type);
-  event_.Varint(kTrack, track);
 }
 
 void TrackEventBuilder::Name(std::string_view name) {
@@ -62,10 +61,14 @@ void TrackEventBuilder::Arg(std::string_view name, const format::Value& value) {
 }
 
 void TrackEventBuilder::Label(std::string_view name, std::string_view value) {
-  LabelId(name, sequence_.Intern(Strings::kAnnotationValues, value));
+  InternedArg(name, sequence_.Intern(Strings::kAnnotationValues, value));
 }
 
-void TrackEventBuilder::LabelId(std::string_view name, uint64_t value_iid) {
+void TrackEventBuilder::LabelId(std::string_view name, uint64_t value_id) {
+  InternedArg(name, sequence_.Use(Strings::kAnnotationValues, value_id));
+}
+
+void TrackEventBuilder::InternedArg(std::string_view name, uint64_t value_iid) {
   const size_t arg = BeginArg(name);
   event_.Varint(kStringIid, value_iid);
   event_.End(arg);

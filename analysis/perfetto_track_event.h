@@ -1,7 +1,8 @@
-// One TrackEvent, written into the next packet of a PerfettoSequence. Names
-// and annotation names are interned; annotation values are interned only
-// when they come from a bounded set (thread names, functions, wait
-// classes), so that memory does not grow with values seen once.
+// One TrackEvent, written into the next packet of the PerfettoSequence of
+// its track (the sequence's default track: the event names none). Names and
+// annotation names are interned; annotation values are interned only when
+// they come from a bounded set (thread names, functions, wait classes), so
+// that memory does not grow with values seen once.
 #ifndef LOUPE_ANALYSIS_PERFETTO_TRACK_EVENT_H_
 #define LOUPE_ANALYSIS_PERFETTO_TRACK_EVENT_H_
 
@@ -17,7 +18,8 @@ class TrackEventBuilder {
  public:
   enum Type : uint64_t { kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4 };
 
-  TrackEventBuilder(PerfettoSequence& sequence, Type type, uint64_t track);
+  // `sequence` was started for the event's track.
+  TrackEventBuilder(PerfettoSequence& sequence, Type type);
 
   // A name from a bounded set (span, probe, wait class names).
   void Name(std::string_view name);
@@ -29,8 +31,8 @@ class TrackEventBuilder {
   void Arg(std::string_view name, const format::Value& value);
   // A string from a bounded set: interned.
   void Label(std::string_view name, std::string_view value);
-  // A label given by its id (PerfettoSequence::Strings::kAnnotationValues).
-  void LabelId(std::string_view name, uint64_t value_iid);
+  // A label given by its id (PerfettoStream::Id of Strings::kAnnotationValues).
+  void LabelId(std::string_view name, uint64_t value_id);
 
   void Counter(const format::Value& value);
 
@@ -38,6 +40,8 @@ class TrackEventBuilder {
 
  private:
   size_t BeginArg(std::string_view name);
+  // A string annotation by its iid on this sequence.
+  void InternedArg(std::string_view name, uint64_t value_iid);
 
   PerfettoSequence& sequence_;
   ProtoBuilder event_;

@@ -34,7 +34,8 @@ std::string StackLine(const std::vector<NamedFrame>& frames) {
 }  // namespace
 
 PerfettoWriter::PerfettoWriter(std::ostream& out, StackProfile& stacks)
-    : sequence_(out),
+    : stream_(out),
+      sequence_(stream_),
       stacks_(stacks),
       callstacks_(sequence_, stacks),
       timeline_(threads_,
@@ -44,7 +45,18 @@ PerfettoWriter::PerfettoWriter(std::ostream& out, StackProfile& stacks)
       sched_(sequence_, threads_) {}
 
 void PerfettoWriter::Start(uint64_t monotonic_ns, uint64_t realtime_ns) {
+  start_ns_ = monotonic_ns;
   sequence_.Start(monotonic_ns, realtime_ns);
+}
+
+PerfettoSequence& PerfettoWriter::On(uint64_t track) {
+  if (track >= track_sequences_.size()) track_sequences_.resize(track + 1);
+  std::unique_ptr<PerfettoSequence>& sequence = track_sequences_[track];
+  if (sequence == nullptr) {
+    sequence = std::make_unique<PerfettoSequence>(stream_);
+    sequence->StartTrack(start_ns_, track);
+  }
+  return *sequence;
 }
 
 std::pair<uint64_t, bool> PerfettoWriter::Track(TrackKind kind, uint64_t id) {
@@ -139,7 +151,7 @@ uint64_t PerfettoWriter::LossTrack() {
 }
 
 void PerfettoWriter::EndSlice(uint64_t track, uint64_t time_ns) {
-  TrackEventBuilder(sequence_, TrackEventBuilder::kSliceEnd, track).Emit(time_ns);
+  TrackEventBuilder(On(track), TrackEventBuilder::kSliceEnd).Emit(time_ns);
 }
 
 void PerfettoWriter::Sample(const format::Record& record, uint32_t stack) {
@@ -158,8 +170,8 @@ uint64_t PerfettoWriter::Who(uint32_t tid) {
   auto [it, added] = who_.try_emplace(tid, 0);
   if (added) {
     const std::string name = threads_.ThreadName(tid);
-    it->second = sequence_.Intern(
-        PerfettoSequence::Strings::kAnnotationValues,
+    it->second = stream_.Id(
+        PerfettoStream::Strings::kAnnotationValues,
         tid == 0         ? std::string("idle")
         : name.empty()   ? fmt::format("tid {} ({})", tid, threads_.ProcessNameOf(tid))
                          : fmt::format("{} (tid {}, {})", name, tid, threads_.ProcessNameOf(tid)));
@@ -170,8 +182,8 @@ uint64_t PerfettoWriter::Who(uint32_t tid) {
 uint64_t PerfettoWriter::FunctionOf(uint32_t stack) {
   auto [it, added] = function_of_.try_emplace(stack, 0);
   if (added) {
-    it->second = sequence_.Intern(PerfettoSequence::Strings::kAnnotationValues,
-                                  stacks_.InnermostApplicationFunction(stack));
+    it->second = stream_.Id(PerfettoStream::Strings::kAnnotationValues,
+                            stacks_.InnermostApplicationFunction(stack));
   }
   return it->second;
 }
@@ -179,8 +191,8 @@ uint64_t PerfettoWriter::FunctionOf(uint32_t stack) {
 uint64_t PerfettoWriter::StackLineOf(uint32_t stack) {
   auto [it, added] = stack_line_of_.try_emplace(stack, 0);
   if (added) {
-    it->second = sequence_.Intern(PerfettoSequence::Strings::kAnnotationValues,
-                                  StackLine(stacks_.StackFrames(stack)));
+    it->second = stream_.Id(PerfettoStream::Strings::kAnnotationValues,
+                            StackLine(stacks_.StackFrames(stack)));
   }
   return it->second;
 }
@@ -194,7 +206,7 @@ std::string_view PerfettoWriter::WaitName(uint32_t stack, uint32_t prev_state) {
 void PerfettoWriter::Blocked(const StateInterval& interval) {
   const Wake& wake = interval.wake;
   const uint64_t track = ChildTrack(TrackKind::kScheduling, interval.tid, "scheduling");
-  TrackEventBuilder event(sequence_, TrackEventBuilder::kSliceBegin, track);
+  TrackEventBuilder event(On(track), TrackEventBuilder::kSliceBegin);
   event.Name(WaitName(interval.stack, interval.prev_state));
   if (interval.stack != StackProfile::kNoStack) {
     event.LabelId("function", FunctionOf(interval.stack));
@@ -234,7 +246,7 @@ void PerfettoWriter::BeginRequest(const format::Record& record,
   *free = true;
   const size_t lane = static_cast<size_t>(free - lane_busy_.begin());
   request_lanes_[begin.operation_id] = lane;
-  TrackEventBuilder event(sequence_, TrackEventBuilder::kSliceBegin, RequestLane(lane));
+  TrackEventBuilder event(On(RequestLane(lane)), TrackEventBuilder::kSliceBegin);
   event.Name(begin.name);
   event.Arg("operation_id", static_cast<int64_t>(begin.operation_id));
   event.Arg("tid", record.tid);
@@ -253,12 +265,12 @@ void PerfettoWriter::Finish() {
   timeline_.Finish(last_ns_);
   sched_.Flush();
   if (requests_not_drawn_ != 0) {
-    TrackEventBuilder event(sequence_, TrackEventBuilder::kInstant, RequestsTrack());
+    TrackEventBuilder event(On(RequestsTrack()), TrackEventBuilder::kInstant);
     event.UniqueName(fmt::format("{} requests not drawn: every lane busy", requests_not_drawn_));
     event.Arg("count", static_cast<int64_t>(requests_not_drawn_));
     event.Emit(last_ns_);
   }
-  sequence_.Flush();
+  stream_.Flush();
 }
 
 void PerfettoWriter::Add(const format::Record& record) {
@@ -300,7 +312,7 @@ void PerfettoWriter::Add(const format::Record& record) {
 }
 
 void PerfettoWriter::DrawSpanBegin(const format::Record& record, const format::SpanBegin& begin) {
-  TrackEventBuilder event(sequence_, TrackEventBuilder::kSliceBegin, ThreadTrack(record.tid));
+  TrackEventBuilder event(On(ThreadTrack(record.tid)), TrackEventBuilder::kSliceBegin);
   event.Name(begin.name);
   event.Arg("span_id", static_cast<int64_t>(begin.span_id));
   if (begin.operation_id != 0) event.Arg("operation_id", static_cast<int64_t>(begin.operation_id));
@@ -312,14 +324,14 @@ void PerfettoWriter::DrawSpanEnd(const format::Record& record) {
 }
 
 void PerfettoWriter::DrawInstant(const format::Record& record, const format::Instant& instant) {
-  TrackEventBuilder event(sequence_, TrackEventBuilder::kInstant, ThreadTrack(record.tid));
+  TrackEventBuilder event(On(ThreadTrack(record.tid)), TrackEventBuilder::kInstant);
   event.Name(instant.name);
   for (const format::Field& field : instant.fields) event.Arg(field.key, field.value);
   event.Emit(record.time_ns);
 }
 
 void PerfettoWriter::DrawUsdt(const format::Record& record, const format::UsdtEvent& usdt) {
-  TrackEventBuilder event(sequence_, TrackEventBuilder::kInstant, ThreadTrack(record.tid));
+  TrackEventBuilder event(On(ThreadTrack(record.tid)), TrackEventBuilder::kInstant);
   event.Name(usdt.probe);
   for (size_t i = 0; i < usdt.args.size(); ++i) event.Arg(fmt::format("arg{}", i), usdt.args[i]);
   if (!usdt.str_arg.empty()) event.Arg("str", format::Value::String(usdt.str_arg));
@@ -328,8 +340,8 @@ void PerfettoWriter::DrawUsdt(const format::Record& record, const format::UsdtEv
 
 void PerfettoWriter::DrawUprobeEntry(const format::Record& record,
                                      const format::UprobeEntry& entry) {
-  TrackEventBuilder event(sequence_, TrackEventBuilder::kInstant,
-                          ChildTrack(TrackKind::kUprobe, record.tid, "uprobes"));
+  TrackEventBuilder event(On(ChildTrack(TrackKind::kUprobe, record.tid, "uprobes")),
+                          TrackEventBuilder::kInstant);
   event.Name(entry.probe);
   for (size_t i = 0; i < entry.args.size(); ++i) event.Arg(fmt::format("arg{}", i), entry.args[i]);
   event.Emit(record.time_ns);
@@ -340,7 +352,7 @@ void PerfettoWriter::DrawUprobeCall(const format::Record& record,
   const uint64_t time = record.time_ns;
   if (ret.duration_ns == 0 || ret.duration_ns > time) return;  // not paired with its entry
   const uint64_t track = ChildTrack(TrackKind::kUprobe, record.tid, "uprobes");
-  TrackEventBuilder call(sequence_, TrackEventBuilder::kSliceBegin, track);
+  TrackEventBuilder call(On(track), TrackEventBuilder::kSliceBegin);
   call.Name(ret.probe);
   call.Arg("retval", ret.retval);
   call.Emit(time - ret.duration_ns);
@@ -348,14 +360,14 @@ void PerfettoWriter::DrawUprobeCall(const format::Record& record,
 }
 
 void PerfettoWriter::DrawCounter(const format::Record& record, const format::Counter& counter) {
-  TrackEventBuilder event(sequence_, TrackEventBuilder::kCounter,
-                          CounterTrack(threads_.PidOf(record.tid), counter.name));
+  TrackEventBuilder event(On(CounterTrack(threads_.PidOf(record.tid), counter.name)),
+                          TrackEventBuilder::kCounter);
   event.Counter(counter.value);
   event.Emit(record.time_ns);
 }
 
 void PerfettoWriter::DrawLoss(const format::Record& record, const format::Loss& loss) {
-  TrackEventBuilder event(sequence_, TrackEventBuilder::kInstant, LossTrack());
+  TrackEventBuilder event(On(LossTrack()), TrackEventBuilder::kInstant);
   event.UniqueName(fmt::format("lost {} {} ({})", loss.count, format::LossSourceName(loss.source),
                                format::LossReasonName(loss.reason)));
   event.Arg("count", static_cast<int64_t>(loss.count));

@@ -14,13 +14,15 @@
 //   - requests (shim operations) on a bounded set of lanes under "requests";
 //   - CPU samples as perf samples with interned callstacks;
 //   - a clock snapshot (monotonic as the trace clock, and realtime).
-// One packet sequence (analysis/perfetto_sequence.h) carries it all, with
-// names, annotation names, bounded annotation values and stacks interned
-// and timestamps delta-encoded, as Perfetto's own producers write.
+// Packet sequences (analysis/perfetto_sequence.h) carry it, one for each
+// track's events and one for the rest, with names, annotation names,
+// bounded annotation values and stacks interned and timestamps
+// delta-encoded, as Perfetto's own producers write.
 #ifndef LOUPE_ANALYSIS_PERFETTO_WRITER_H_
 #define LOUPE_ANALYSIS_PERFETTO_WRITER_H_
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -31,6 +33,7 @@
 #include "analysis/perfetto_callstacks.h"
 #include "analysis/perfetto_compact_sched.h"
 #include "analysis/perfetto_sequence.h"
+#include "analysis/perfetto_stream.h"
 #include "analysis/perfetto_track_event.h"
 #include "analysis/stack_profile.h"
 #include "analysis/thread_directory.h"
@@ -56,7 +59,7 @@ class PerfettoWriter {
   // Everything is written to the stream by then.
   void Finish();
 
-  uint64_t bytes_written() const { return sequence_.bytes_written(); }
+  uint64_t bytes_written() const { return stream_.bytes_written(); }
 
  private:
   // Track uuids are dense (small varints); a kind and an id name a track.
@@ -80,6 +83,8 @@ class PerfettoWriter {
   uint64_t RequestsTrack();
   uint64_t RequestLane(size_t lane);
   uint64_t LossTrack();
+  // The sequence of a track's events, started when first asked for.
+  PerfettoSequence& On(uint64_t track);
   void EndSlice(uint64_t track, uint64_t time_ns);
   // One per record kind drawn (the scheduling kinds are the timeline's).
   void DrawSpanBegin(const format::Record& record, const format::SpanBegin& begin);
@@ -92,8 +97,8 @@ class PerfettoWriter {
   void DrawLoss(const format::Record& record, const format::Loss& loss);
   void Sample(const format::Record& record, uint32_t stack);
   void Blocked(const StateInterval& interval);
-  // Annotation values, interned: "name (tid N, process)"; a stack's
-  // innermost application function; a stack in one line. Each is made once.
+  // Annotation values, by PerfettoStream id: "name (tid N, process)"; a
+  // stack's innermost application function; a stack in one line. Each is made once.
   uint64_t Who(uint32_t tid);
   uint64_t FunctionOf(uint32_t stack);
   uint64_t StackLineOf(uint32_t stack);
@@ -101,7 +106,14 @@ class PerfettoWriter {
   void BeginRequest(const format::Record& record, const format::OperationBegin& begin);
   void EndRequest(const format::Record& record, const format::OperationEnd& end);
 
+  PerfettoStream stream_;
+  // Descriptors, samples, scheduling data, and the stacks' interned messages.
   PerfettoSequence sequence_;
+  // Each track's events on a sequence of their own, by track uuid: they
+  // name no track, and their times are deltas from the track's previous
+  // event (a blocked slice's, written when it ends, included).
+  std::vector<std::unique_ptr<PerfettoSequence>> track_sequences_;
+  uint64_t start_ns_ = 0;
   StackProfile& stacks_;
   PerfettoCallstacks callstacks_;
   ThreadDirectory threads_;

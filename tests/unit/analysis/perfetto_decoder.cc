@@ -127,24 +127,30 @@ class Replay {
   void Packet(const Message& packet) {
     where_ = fmt::format("packet {}", out_.packets);
     CheckKnown(packet, where_, &out_.problems);
-    if (U64(packet, "trusted_packet_sequence_id") == 0) Problem("no sequence id");
+    const uint64_t sequence = U64(packet, "trusted_packet_sequence_id");
+    if (sequence == 0) Problem("no sequence id");
+    seq_ = &sequences_[sequence];
     const uint64_t flags = U64(packet, "sequence_flags");
-    if (flags & kStateCleared) Clear();
+    if (flags & kStateCleared) *seq_ = Sequence{.cleared = true};
     const bool uses_state = Has(packet, "timestamp") || Has(packet, "interned_data") ||
                             Has(packet, "track_event") || Has(packet, "perf_sample");
-    if (uses_state && !cleared_) Problem("uses the sequence's state before it was cleared");
+    if (uses_state && !seq_->cleared) Problem("uses the sequence's state before it was cleared");
     if (uses_state && !(flags & (kStateCleared | kNeedsState))) {
       Problem("uses the sequence's state without saying so (SEQ_NEEDS_INCREMENTAL_STATE)");
     }
     if (Has(packet, "trace_packet_defaults")) {
-      default_clock_ = U64(Sub(packet, "trace_packet_defaults"), "timestamp_clock_id");
+      const Message& defaults = Sub(packet, "trace_packet_defaults");
+      seq_->default_clock = U64(defaults, "timestamp_clock_id");
+      if (Has(defaults, "track_event_defaults")) {
+        seq_->default_track = U64(Sub(defaults, "track_event_defaults"), "track_uuid");
+      }
     }
     if (Has(packet, "interned_data")) Intern(Sub(packet, "interned_data"));
     if (Has(packet, "clock_snapshot")) Clocks(Sub(packet, "clock_snapshot"));
     uint64_t time = 0;
     if (Has(packet, "timestamp")) {
       time = Time(Has(packet, "timestamp_clock_id") ? U64(packet, "timestamp_clock_id")
-                                                    : default_clock_,
+                                                    : seq_->default_clock,
                   U64(packet, "timestamp"));
     }
     if (Has(packet, "track_descriptor")) Track(Sub(packet, "track_descriptor"));
@@ -156,13 +162,6 @@ class Replay {
  private:
   void Problem(std::string_view what) { out_.problems.push_back(fmt::format("{}: {}", where_, what)); }
 
-  void Clear() {
-    cleared_ = true;
-    interned_.clear();
-    incremental_.clear();
-    default_clock_ = 0;
-  }
-
   void Intern(const Message& data) {
     const google::protobuf::Reflection* r = data.GetReflection();
     std::vector<const FieldDescriptor*> fields;
@@ -172,7 +171,7 @@ class Replay {
         const Message& entry = r->GetRepeatedMessage(data, f, i);
         const uint64_t iid = U64(entry, "iid");
         if (iid == 0) Problem(fmt::format("{} with iid 0", f->name()));
-        auto [it, added] = interned_[f->name()].try_emplace(iid);
+        auto [it, added] = seq_->interned[f->name()].try_emplace(iid);
         if (!added) Problem(fmt::format("{} {} defined twice", f->name(), iid));
         it->second.reset(entry.New());
         it->second->CopyFrom(entry);
@@ -182,8 +181,8 @@ class Replay {
 
   // The entry `iid` of InternedData's `table`, or nullptr (a problem).
   const Message* Lookup(const char* table, uint64_t iid) {
-    auto it = interned_[table].find(iid);
-    if (it != interned_[table].end()) return it->second.get();
+    auto it = seq_->interned[table].find(iid);
+    if (it != seq_->interned[table].end()) return it->second.get();
     Problem(fmt::format("{} {} is used but not defined since the state was cleared", table, iid));
     return nullptr;
   }
@@ -199,7 +198,7 @@ class Replay {
       const uint64_t id = U64(*clock, "clock_id");
       if (U64(*clock, "is_incremental")) {
         if (id < 64 || id > 127) Problem(fmt::format("incremental clock {} is not sequence-scoped", id));
-        incremental_[id] = U64(*clock, "timestamp");
+        seq_->incremental[id] = U64(*clock, "timestamp");
       } else if (id == kRealtime) {
         out_.realtime_at_start_ns = U64(*clock, "timestamp");
       } else if (id == kBoottime) {
@@ -212,7 +211,9 @@ class Replay {
   }
 
   uint64_t Time(uint64_t clock, uint64_t timestamp) {
-    if (auto it = incremental_.find(clock); it != incremental_.end()) return it->second += timestamp;
+    if (auto it = seq_->incremental.find(clock); it != seq_->incremental.end()) {
+      return it->second += timestamp;
+    }
     if (clock != kMonotonic) Problem(fmt::format("timestamp on unknown clock {}", clock));
     return timestamp;
   }
@@ -255,7 +256,8 @@ class Replay {
     DecodedEvent& decoded = out_.events.emplace_back();
     decoded.time_ns = time;
     decoded.type = event.GetReflection()->GetEnum(event, Field(event, "type"))->name();
-    decoded.track = U64(event, "track_uuid");
+    decoded.track = Has(event, "track_uuid") ? U64(event, "track_uuid") : seq_->default_track;
+    if (decoded.track == 0) Problem("event names no track, and its sequence has no default track");
     if (!out_.tracks.contains(decoded.track)) Problem("event on a track not described before");
     decoded.name = Has(event, "name_iid") ? LookupString("event_names", U64(event, "name_iid"))
                                           : Str(event, "name");
@@ -368,10 +370,15 @@ class Replay {
   bool have_boottime_ = false;
   uint64_t boot_to_trace_ = 0, monotonic_at_snapshot_ = 0;
   std::map<uint32_t, uint64_t> last_sched_ns_;  // per cpu, across its bundles
-  bool cleared_ = false;
-  uint64_t default_clock_ = 0;
-  std::map<uint64_t, uint64_t> incremental_;  // clock id -> its current value
-  std::map<std::string, std::map<uint64_t, std::unique_ptr<Message>>> interned_;
+  // Each packet sequence's incremental state, by trusted_packet_sequence_id.
+  struct Sequence {
+    bool cleared = false;
+    uint64_t default_clock = 0, default_track = 0;
+    std::map<uint64_t, uint64_t> incremental;  // clock id -> its current value
+    std::map<std::string, std::map<uint64_t, std::unique_ptr<Message>>> interned;
+  };
+  std::map<uint64_t, Sequence> sequences_;
+  Sequence* seq_ = nullptr;  // the current packet's
 };
 
 }  // namespace

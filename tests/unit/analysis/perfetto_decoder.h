@@ -1,10 +1,10 @@
 // Reads a Perfetto export back the way Perfetto would, to test it: every
 // packet is parsed at run time against Perfetto's official schema
 // (tests/fixtures/perfetto/perfetto_trace.proto, loaded with protobuf's
-// compiler::Importer, no generated code), and the sequence's incremental
-// state is replayed — interned ids resolved against what the sequence
-// defined since its state was cleared, timestamps from the incremental
-// clocks. Whatever Perfetto would reject or misread is listed in problems.
+// compiler::Importer, no generated code), and each packet sequence's
+// incremental state is replayed — interned ids resolved against what the
+// sequence defined since its state was cleared, timestamps from its
+// incremental clocks, events without a track on its default track. Whatever Perfetto would reject or misread is listed in problems.
 #ifndef LOUPE_TESTS_UNIT_ANALYSIS_PERFETTO_DECODER_H_
 #define LOUPE_TESTS_UNIT_ANALYSIS_PERFETTO_DECODER_H_
 

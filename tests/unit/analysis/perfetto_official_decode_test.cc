@@ -1,8 +1,9 @@
 // A synthetic trace (the mix `tracectl demo` writes) exported to Perfetto and
 // decoded against Perfetto's official schema: every packet parses with no
-// field Perfetto does not know, every interned id was defined on the
-// sequence since its state was cleared, timestamps replay from the
-// incremental clocks in time, and what was drawn matches the records.
+// field Perfetto does not know, every interned id was defined on its
+// sequence since that sequence's state was cleared, timestamps replay from
+// the sequences' incremental clocks in time (spans' exactly), and what was
+// drawn matches the records.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@ constexpr int kEvents = 50'000;
 struct Expected {
   std::map<std::string, int> span_begins;  // by name
   int span_ends = 0, instants = 0, counters = 0, samples = 0;
+  std::vector<uint64_t> span_times;  // of begins and ends
   uint64_t first_ns = 0, last_ns = 0;
   // (cpu, time, next tid, prev state) and (cpu, time, woken tid, target cpu)
   std::vector<std::tuple<uint32_t, uint64_t, uint32_t, int64_t>> switches;
@@ -42,8 +44,12 @@ TEST(PerfettoOfficialDecodeTest, SyntheticTraceDecodesWithPerfettosSchema) {
     const format::Record record = generator.Next();
     std::visit(Overloaded{[&](const format::SpanBegin& begin) {
                             ++expected.span_begins[std::string(begin.name)];
+                            expected.span_times.push_back(record.time_ns);
                           },
-                          [&](const format::SpanEnd&) { ++expected.span_ends; },
+                          [&](const format::SpanEnd&) {
+                            ++expected.span_ends;
+                            expected.span_times.push_back(record.time_ns);
+                          },
                           [&](const format::Instant&) { ++expected.instants; },
                           [&](const format::Counter&) { ++expected.counters; },
                           [&](const format::CpuSample&) { ++expected.samples; },
@@ -75,6 +81,7 @@ TEST(PerfettoOfficialDecodeTest, SyntheticTraceDecodesWithPerfettosSchema) {
   EXPECT_EQ(trace.realtime_at_start_ns, 1'700'000'000'000'000'000u);
   std::map<std::string, int> span_begins;
   int span_ends = 0, instants = 0, counters = 0, begins = 0, ends = 0;
+  std::vector<uint64_t> span_times;
   for (const DecodedEvent& event : trace.events) {
     EXPECT_GE(event.time_ns, expected.first_ns - 1'000'000'000) << event.name;
     EXPECT_LE(event.time_ns, expected.last_ns) << event.name;
@@ -83,6 +90,7 @@ TEST(PerfettoOfficialDecodeTest, SyntheticTraceDecodesWithPerfettosSchema) {
     ends += event.type == "TYPE_SLICE_END";
     if (event.type == "TYPE_SLICE_BEGIN" && on_thread) ++span_begins[event.name];
     if (event.type == "TYPE_SLICE_END" && on_thread) ++span_ends;
+    if (event.type.starts_with("TYPE_SLICE") && on_thread) span_times.push_back(event.time_ns);
     if (event.type == "TYPE_INSTANT" && event.name == "response") {
       ++instants;
       EXPECT_TRUE(event.args.contains("status") && event.args.contains("bytes") &&
@@ -95,6 +103,10 @@ TEST(PerfettoOfficialDecodeTest, SyntheticTraceDecodesWithPerfettosSchema) {
   }
   EXPECT_EQ(span_begins, expected.span_begins);
   EXPECT_EQ(span_ends, expected.span_ends);
+  // Each thread's spans are on a sequence of their own: their times replay exactly.
+  std::sort(span_times.begin(), span_times.end());
+  std::sort(expected.span_times.begin(), expected.span_times.end());
+  EXPECT_EQ(span_times, expected.span_times);
   EXPECT_EQ(instants, expected.instants);
   EXPECT_EQ(counters, expected.counters);
   int opened = 0;

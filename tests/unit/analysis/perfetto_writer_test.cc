@@ -123,6 +123,14 @@ TEST(PerfettoWriterTest, BlockedSliceIsNamedByItsWaitWithStackAndWaker) {
   EXPECT_EQ(args["stack"], "futex_wait_queue [kernel] < pthread_mutex_lock < lookup_shared_cache");
   EXPECT_EQ(args["waker"], "janitor (tid 12, lock_service)");
   EXPECT_EQ(args["waker_tid"], std::to_string(kWaker));
+  // It ends at the wakeup, on its own track's sequence (blocked slices are
+  // written when they end, so the sequence's clock must go back for them).
+  const DecodedEvent* end = nullptr;
+  for (const DecodedEvent& event : trace.events) {
+    if (event.track == lock->track && event.type == "TYPE_SLICE_END") end = &event;
+  }
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ(end->time_ns, 50'000u);
 }
 
 TEST(PerfettoWriterTest, SwitchesAndWakeupsArePerfettosSchedulingData) {
