@@ -57,9 +57,9 @@ absl::Status BlockDecoder::ParseLayout(std::string_view block) {
         break;
       case layout::kCoding:
         ok = is_varint && cursor.ReadVarint(&coding_);
-        if (ok && (coding_ < layout::kCoding1 || coding_ > layout::kCoding2)) {
+        if (ok && (coding_ < layout::kCoding1 || coding_ > layout::kCoding3)) {
           return Corrupt(fmt::format("coding {}; this reader knows {}..{}", coding_,
-                                     layout::kCoding1, layout::kCoding2));
+                                     layout::kCoding1, layout::kCoding3));
         }
         break;
       case layout::kTimeLowBytes:
@@ -127,7 +127,7 @@ absl::Status BlockDecoder::ParseLayout(std::string_view block) {
     return Corrupt(fmt::format("{} events but the kind column holds at most {}", event_count,
                                kinds_.size()));
   }
-  // Coding 2 splits each time delta: one byte per event in its own plane.
+  // Coding 2 and later split each time delta: one byte per event in its own plane.
   if (coding_ == layout::kCoding1 ? !time_low_bytes_.empty()
                                   : time_low_bytes_.size() != event_count) {
     return Corrupt(fmt::format("{} bytes of time low bytes for {} events in coding {}",
@@ -161,6 +161,7 @@ absl::Status BlockDecoder::ParseLayout(std::string_view block) {
   remaining_ = static_cast<uint32_t>(event_count);
   event_index_ = 0;
   time_ns_ = base_time;
+  cpu_ = 0;
   return absl::OkStatus();
 }
 
@@ -231,7 +232,10 @@ bool BlockDecoder::Next(Record* record) {
   while (remaining_ > 0) {
     --remaining_;
     bool failed = false;
-    const uint64_t kind = kinds_.U(&failed);
+    uint64_t kind = kinds_.U(&failed);
+    if (coding_ < layout::kCoding3 || (kind & 1) != 0) cpu_ = cpus_.U32(&failed);
+    if (coding_ >= layout::kCoding3) kind >>= 1;  // the flag: a changed cpu follows
+    const uint32_t cpu = cpu_;
     uint64_t delta = time_deltas_.U(&failed);
     if (coding_ != layout::kCoding1) {
       // Checked in ParseLayout: one low byte per event.
@@ -239,7 +243,6 @@ bool BlockDecoder::Next(Record* record) {
       delta = delta << 8 | static_cast<uint8_t>(time_low_bytes_[event_index_++]);
     }
     const uint64_t tid_code = tids_.U(&failed);
-    const uint32_t cpu = cpus_.U32(&failed);
     if (failed) return Fail(Corrupt("common columns end before event_count events"));
     const uint32_t* running = context_.RunningTid(cpu);
     if (tid_code > uint64_t{UINT32_MAX} + 1 || (tid_code == 0 && running == nullptr)) {
@@ -373,7 +376,7 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
     case RecordKind::kSchedWakeup: {
       SchedWakeup r;
       r.woken_tid = c[0].U32(f);
-      r.target_cpu = c[1].U32(f);
+      r.target_cpu = coding_ < layout::kCoding3 ? c[1].U32(f) : c[1].Predicted(record->cpu, f);
       r.is_new = c[2].U(f) != 0;
       const uint64_t context = c[3].Added(f);
       if (context > static_cast<uint64_t>(kMaxWakerContext)) return false;

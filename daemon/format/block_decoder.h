@@ -98,6 +98,7 @@ class BlockDecoder {
   bool failed_ = false;  // a read ran out of bounds or met an undefined id
 
   uint64_t time_ns_ = 0;  // of the event before
+  uint32_t cpu_ = 0;      // of the event before, for coding 3
   uint32_t remaining_ = 0;
   uint32_t event_index_ = 0;
   std::string_view time_low_bytes_;  // coding 2: one per event

@@ -84,7 +84,7 @@ struct BlockEncoder::PayloadEncoder {
   void operator()(const SchedWakeup& r) {
     VarintColumn* c = e->Group(RecordKind::kSchedWakeup);
     c[0].Put(r.woken_tid);
-    c[1].Put(r.target_cpu);
+    PutPredicted(&c[1], r.target_cpu, record.cpu);
     c[2].Put(r.is_new);
     c[3].Put(static_cast<uint32_t>(r.context));
   }
@@ -186,7 +186,13 @@ void BlockEncoder::Append(const Record& record) {
     base_time_ns_ = record.time_ns;
     last_time_ns_ = record.time_ns;
   }
-  kinds_.Put(static_cast<uint32_t>(record.kind()));
+  // Events come in runs on one cpu: a flag in the kind's value (which has
+  // bits to spare, where a column of its own would cost a bit per event)
+  // says whether the cpu changed, and only a changed cpu is written.
+  const bool cpu_changed = record.cpu != cpu_;
+  kinds_.Put(uint64_t{static_cast<uint32_t>(record.kind())} << 1 | cpu_changed);
+  if (cpu_changed) cpus_.Put(record.cpu);
+  cpu_ = record.cpu;
   // Unsigned subtraction then a signed view: correct for any two uint64 times,
   // including time going backwards.
   const uint64_t delta = wire::ZigZag(static_cast<int64_t>(record.time_ns - last_time_ns_));
@@ -196,7 +202,6 @@ void BlockEncoder::Append(const Record& record) {
   // Most events happen on the thread the CPU last switched to; those cost a 0.
   const uint32_t* running = context_.RunningTid(record.cpu);
   tids_.Put(running != nullptr && *running == record.tid ? 0 : uint64_t{record.tid} + 1);
-  cpus_.Put(record.cpu);
   std::visit(PayloadEncoder{this, record}, record.payload);
   context_.Observe(record);
   ++event_count_;
@@ -274,7 +279,7 @@ void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
   block.reserve(pending_bytes() + 64 + 16 * kMaxRecordKind);
   // First, so that a reader finds it without walking the block.
   if (frame_number != 0) wire::AppendVarintField(&block, layout::kFrameNumber, frame_number);
-  wire::AppendVarintField(&block, layout::kCoding, layout::kCoding2);
+  wire::AppendVarintField(&block, layout::kCoding, layout::kCoding3);
   wire::AppendVarintField(&block, layout::kBaseTime, base_time_ns_);
   wire::AppendVarintField(&block, layout::kEventCount, event_count_);
   wire::AppendVarintField(&block, layout::kFirstStringId, first_string_id_);
@@ -324,6 +329,7 @@ void BlockEncoder::FinishBlock(std::string* frame, uint64_t frame_number) {
   first_stack_id_ = static_cast<uint32_t>(stack_ids_.size()) + 1;
   new_strings_.clear();
   time_low_bytes_.clear();
+  cpu_ = 0;
   event_count_ = 0;
   context_.Reset();
   for (VarintColumn* column :

@@ -1,4 +1,4 @@
-// Builds columnar event blocks (EventBlock in trace.proto, coding 2) straight
+// Builds columnar event blocks (EventBlock in trace.proto, coding 3) straight
 // in wire format. Strings and stacks are interned for a whole segment: a block
 // defines the ones it uses first, so blocks decode in order without a
 // separate table.
@@ -103,7 +103,8 @@ class BlockEncoder {
   VarintColumn time_deltas_;  // the zigzag deltas but their low bytes
   std::string time_low_bytes_;  // noise, apart from the rest: a byte plane
   VarintColumn tids_;
-  VarintColumn cpus_;
+  VarintColumn cpus_;  // only where the cpu changed
+  uint32_t cpu_ = 0;   // of the event before (0 before the first)
   BlockContext context_;  // what the block's events so far predict
   std::array<std::array<VarintColumn, layout::kMaxColumnsPerKind>, kMaxRecordKind + 1> columns_;
   std::vector<size_t> column_starts_;  // of the last frame

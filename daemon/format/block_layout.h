@@ -37,9 +37,11 @@ inline constexpr uint32_t kCoding = 12;
 inline constexpr uint32_t kTimeLowBytes = 13;
 
 // How a block's columns are coded (EventBlock.coding): absent means 1, the
-// first coding; this writer writes kCoding2 (predictions from BlockContext).
+// first coding; 2 adds predictions from BlockContext; this writer writes
+// kCoding3 (2, with cpus and wakeup targets coded against the events before).
 inline constexpr uint32_t kCoding1 = 1;
 inline constexpr uint32_t kCoding2 = 2;
+inline constexpr uint32_t kCoding3 = 3;
 
 // The column group of kind k is EventBlock field kGroupFieldBase + k; column
 // c (0-based) of a group is its field c + 1.

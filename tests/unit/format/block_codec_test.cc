@@ -77,10 +77,20 @@ TEST(BlockCodecTest, ProtobufReadsTheHandWrittenBlock) {
   EXPECT_EQ(block.event_count(), records.size());
   EXPECT_EQ(block.base_time_ns(), records.front().time_ns);
   ASSERT_EQ(block.kinds_size(), static_cast<int>(records.size()));
+  // Coding 3: kind << 1, and 1 when the cpu differs from the event before
+  // (0 before the first); only those cpus are in the cpu column.
+  std::vector<uint32_t> changed_cpus;
+  uint32_t cpu = 0;
   for (size_t i = 0; i < records.size(); ++i) {
-    EXPECT_EQ(block.kinds(static_cast<int>(i)), static_cast<uint32_t>(records[i].kind()));
+    const bool changed = records[i].cpu != cpu;
+    EXPECT_EQ(block.kinds(static_cast<int>(i)),
+              static_cast<uint32_t>(records[i].kind()) << 1 | changed);
+    if (changed) changed_cpus.push_back(records[i].cpu);
+    cpu = records[i].cpu;
   }
-  EXPECT_EQ(block.coding(), layout::kCoding2);
+  ASSERT_FALSE(changed_cpus.empty());
+  EXPECT_EQ(std::vector<uint32_t>(block.cpus().begin(), block.cpus().end()), changed_cpus);
+  EXPECT_EQ(block.coding(), layout::kCoding3);
   EXPECT_EQ(block.first_string_id(), 1u);
   EXPECT_EQ(block.strings(0), "server");
   ASSERT_EQ(block.sched_switch().next_tid_size(), 1);
@@ -125,8 +135,8 @@ TEST(BlockCodecTest, EmptyBlockAndSingleEvents) {
   for (const Record& one : records) EXPECT_EQ(RoundTrip({one}), Json({one}));
 }
 
-// Coding 2 predicts fields from the thread's switch-outs, wakeups, open
-// spans and operations; values far from or next to the prediction, at the
+// Codings 2 and 3 predict fields from the thread's switch-outs, wakeups, open
+// spans and operations, and from the events before; values far from or next to the prediction, at the
 // ends of their range, must come back exactly.
 TEST(BlockCodecTest, PredictedFieldsRoundTripAtTheirLimits) {
   constexpr uint64_t kMax = UINT64_MAX;
@@ -166,6 +176,11 @@ TEST(BlockCodecTest, PredictedFieldsRoundTripAtTheirLimits) {
     add(tid, 3, OperationEnd{0});
     add(tid, 3, OperationEnd{kMax});
     add(tid, 5000, SchedSwitch{.next_tid = tid, .prev_state = 1});  // a cpu beyond the tables
+    // Coding 3: cpus against the event before, wakeup targets against the
+    // waker's cpu.
+    add(3, UINT32_MAX, SchedWakeup{.woken_tid = tid, .target_cpu = UINT32_MAX});
+    add(3, UINT32_MAX, SchedWakeup{.woken_tid = tid, .target_cpu = 0});
+    add(3, 0, SchedWakeup{.woken_tid = tid, .target_cpu = UINT32_MAX});
   }
   EXPECT_EQ(RoundTrip(records), Json(records));
   EXPECT_EQ(RoundTrip(records, 7), Json(records));  // predictions restart at each block
@@ -197,8 +212,8 @@ TEST(BlockCodecTest, CodingsAndTimeBytesAreChecked) {
   ASSERT_TRUE(start(body).ok());
   // A later field overrides: a coding this reader does not know.
   std::string newer = body;
-  wire::AppendVarintField(&newer, layout::kCoding, 3);
-  EXPECT_NE(start(newer).ToString().find("coding 3; this reader knows 1..2"), std::string::npos);
+  wire::AppendVarintField(&newer, layout::kCoding, 4);
+  EXPECT_NE(start(newer).ToString().find("coding 4; this reader knows 1..3"), std::string::npos);
   // Coding 1 has no low time bytes; coding 2 has one per event.
   std::string older = body;
   wire::AppendVarintField(&older, layout::kCoding, 1);
