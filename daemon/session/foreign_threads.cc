@@ -18,13 +18,13 @@ std::string ForeignThreads::ReadProcComm(uint32_t pid) {
 
 std::vector<OwnedEvent> ForeignThreads::Describe(const OwnedEvent& event) {
   std::vector<OwnedEvent> made;
+  // BPF names only the sides it did not take for targets, never the idle
+  // task: a switch between targets has nothing to describe.
+  if (event.prev_comm.empty() && event.next_comm.empty()) return made;
   const auto* change = std::get_if<format::SchedSwitch>(&event.record.payload);
   if (change == nullptr) return made;
-  // BPF names only the sides it did not take for targets, never the idle task.
-  const Side sides[] = {{event.record.time_ns, event.record.tid, event.prev_tgid,
-                         std::string(event.prev_comm.view())},
-                        {event.record.time_ns, change->next_tid, event.next_tgid,
-                         std::string(event.next_comm.view())}};
+  const Side sides[] = {{event.record.time_ns, event.record.tid, event.prev_tgid, event.prev_comm},
+                        {event.record.time_ns, change->next_tid, event.next_tgid, event.next_comm}};
   bool foreign_seen = false;
   for (const Side& side : sides) {
     if (side.tid == 0 || side.comm.empty() || is_target_(side.tgid)) continue;
@@ -54,7 +54,7 @@ OwnedEvent ForeignThreads::Info(const Side& side) {
   info.record = {.time_ns = side.time_ns,
                  .tid = side.tid,
                  .payload = format::ThreadInfo{.pid = side.tgid, .foreign = true}};
-  info.text = side.comm;
+  info.text = side.comm.view();
   info.extras().value_text = ProcessName(side.tgid);
   return info;
 }

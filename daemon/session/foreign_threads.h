@@ -39,14 +39,14 @@ class ForeignThreads {
     uint64_t time_ns = 0;
     uint32_t tid = 0;
     uint32_t tgid = 0;
-    std::string comm;  // at most 15 bytes: never allocates
+    TaskComm comm;
   };
   OwnedEvent Info(const Side& side);
   const std::string& ProcessName(uint32_t tgid);
 
   IsTarget is_target_;
   ReadProcessName read_process_name_;
-  absl::flat_hash_map<uint32_t, std::string> described_;  // tid -> name, this segment
+  absl::flat_hash_map<uint32_t, TaskComm> described_;  // tid -> name, this segment
   absl::flat_hash_map<uint32_t, std::string> process_names_;  // by tgid, bounded
   std::vector<Side> last_;  // the foreign sides of the last switch
 };

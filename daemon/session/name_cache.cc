@@ -55,14 +55,17 @@ std::optional<std::string> NameCache::ReadString(uint32_t tgid, uint64_t address
   return text;
 }
 
-std::optional<std::string> NameCache::Name(uint32_t tgid, uint64_t address) {
+std::optional<std::string_view> NameCache::Name(uint32_t tgid, uint64_t address) {
   for (uint32_t owner = tgid, hops = 0; hops < 64; ++hops) {
     if (auto it = names_.find(Key{owner, address}); it != names_.end()) return it->second;
     if (!gone_.contains(owner)) {
       bool gone = false;
       if (std::optional<std::string> read = ReadString(owner, address, kMaxName, &gone)) {
-        if (names_.size() < kMaxEntries) names_.emplace(Key{owner, address}, *read);
-        return read;
+        if (names_.size() < kMaxEntries) {
+          return names_.emplace(Key{owner, address}, *std::move(read)).first->second;
+        }
+        uncached_ = *std::move(read);
+        return uncached_;
       }
       if (gone && gone_.size() < kMaxEntries) gone_.insert(owner);
     }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -21,8 +22,9 @@ class NameCache {
   static constexpr size_t kMaxEntries = 1 << 16;
 
   // The NUL-terminated string at `address` in process `tgid` (cut at
-  // kMaxName), or nullopt when it cannot be read.
-  std::optional<std::string> Name(uint32_t tgid, uint64_t address);
+  // kMaxName), or nullopt when it cannot be read. A view, not a copy (it is
+  // looked up for every span and instant): good until the next call.
+  std::optional<std::string_view> Name(uint32_t tgid, uint64_t address);
   void OnFork(uint32_t parent_tgid, uint32_t child_tgid);
   void OnExec(uint32_t tgid);
 
@@ -44,6 +46,7 @@ class NameCache {
   absl::flat_hash_map<Key, std::string> names_;
   absl::flat_hash_map<uint32_t, uint32_t> parent_;  // forked child -> parent
   absl::flat_hash_set<uint32_t> gone_;
+  std::string uncached_;  // a name read while the cache was full
 };
 
 }  // namespace loupe::session

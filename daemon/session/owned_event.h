@@ -37,6 +37,7 @@ class TaskComm {
   void clear() { size_ = 0; }
   bool empty() const { return size_ == 0; }
   std::string_view view() const { return {bytes_, size_}; }
+  bool operator==(const TaskComm& other) const { return view() == other.view(); }
 
  private:
   char bytes_[kMaxSize];

@@ -1,8 +1,10 @@
 #include "daemon/session/probe_record_decoder.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "shared/records.h"
 
@@ -28,10 +30,13 @@ bool ProbeRecordDecoder::Handles(uint16_t type) {
   return type >= LOUPE_REC_SPAN_BEGIN && type <= LOUPE_REC_UPROBE_RETURN;
 }
 
-std::string ProbeRecordDecoder::NameAt(uint32_t tgid, uint64_t address) {
-  if (std::optional<std::string> name = names_.Name(tgid, address)) return *std::move(name);
+std::string_view ProbeRecordDecoder::NameAt(uint32_t tgid, uint64_t address) {
+  if (std::optional<std::string_view> name = names_.Name(tgid, address)) return *name;
   ++losses_.shim_unreadable;
-  return fmt::format("<unreadable name at {:#x}>", address);
+  unreadable_name_.clear();
+  fmt::format_to(std::back_inserter(unreadable_name_), FMT_COMPILE("<unreadable name at {:#x}>"),
+                 address);
+  return unreadable_name_;
 }
 
 std::string_view ProbeRecordDecoder::ProbeName(uint32_t id) {
@@ -130,7 +135,7 @@ bool ProbeRecordDecoder::DecodeInstant(std::span<const uint8_t> bytes, OwnedEven
   event->text = NameAt(r.tgid, r.name);
   for (uint32_t i = 0; i < r.count; ++i) {
     const loupe_shim_field& field = r.fields[i];
-    OwnedField owned{.key = NameAt(r.tgid, field.key), .type = FieldType(field.type),
+    OwnedField owned{.key = std::string(NameAt(r.tgid, field.key)), .type = FieldType(field.type),
                      .bits = field.value};
     if (owned.type == format::ValueType::kString) {
       const size_t captured = std::min<size_t>(field.length, LOUPE_SHIM_MAX_STRING);

@@ -38,7 +38,8 @@ class ProbeRecordDecoder {
   const ProbeLosses& losses() const { return losses_; }
 
  private:
-  std::string NameAt(uint32_t tgid, uint64_t address);
+  // A view, good until the next call: most names are read once and kept.
+  std::string_view NameAt(uint32_t tgid, uint64_t address);
   std::string_view ProbeName(uint32_t id);
   bool DecodeInstant(std::span<const uint8_t> bytes, OwnedEvent* event);
   bool DecodeUsdt(std::span<const uint8_t> bytes, OwnedEvent* event);
@@ -47,6 +48,7 @@ class ProbeRecordDecoder {
   ContentFilter filter_;
   NameCache names_;
   ProbeLosses losses_;
+  std::string unreadable_name_;  // what NameAt returned last for a name it could not read
 };
 
 }  // namespace loupe::session
