@@ -1,6 +1,7 @@
 #include "daemon/format/frame_codec.h"
 
-// For ZSTD_getFrameHeader and ZSTD_decompressBound (exported by libzstd).
+// For ZSTD_getFrameHeader, ZSTD_decompressBound and the stable-buffer
+// parameters (exported by libzstd).
 #define ZSTD_STATIC_LINKING_ONLY
 #include <fmt/format.h>
 #include <zstd.h>
@@ -94,6 +95,11 @@ absl::StatusOr<FrameCompressor> FrameCompressor::Create(int level) {
   ZSTD_CCtx_setParameter(compressor.cctx_.get(), ZSTD_c_compressionLevel, level);
   ZSTD_CCtx_setParameter(compressor.cctx_.get(), ZSTD_c_checksumFlag, 1);
   ZSTD_CCtx_setParameter(compressor.cctx_.get(), ZSTD_c_contentSizeFlag, 1);
+  // Compress hands zstd the whole payload and output at once, however many
+  // blocks it ends early: without these, streaming keeps copies of both
+  // (1.3 MiB more per context for 1 MiB frames).
+  ZSTD_CCtx_setParameter(compressor.cctx_.get(), ZSTD_c_stableInBuffer, 1);
+  ZSTD_CCtx_setParameter(compressor.cctx_.get(), ZSTD_c_stableOutBuffer, 1);
   return compressor;
 }
 
@@ -107,9 +113,12 @@ absl::Status FrameCompressor::Compress(std::string_view payload, std::string* ou
   ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);  // after a failed call, too
   ZSTD_CCtx_setPledgedSrcSize(cctx, payload.size());
   ZSTD_outBuffer output{out->data() + start, out->size() - start, 0};
-  // Compresses payload[from, to); ZSTD_e_flush ends the zstd block there.
-  auto compress = [&](size_t from, size_t to, ZSTD_EndDirective directive) -> absl::Status {
-    ZSTD_inBuffer input{payload.data() + from, to - from, 0};
+  // One input throughout, as the stable buffers require; it grows to each
+  // block start in turn.
+  ZSTD_inBuffer input{payload.data(), 0, 0};
+  // Compresses up to `to`; ZSTD_e_flush ends the zstd block there.
+  auto compress = [&](size_t to, ZSTD_EndDirective directive) -> absl::Status {
+    input.size = to;
     size_t left;
     do {
       left = ZSTD_compressStream2(cctx, &output, &input, directive);
@@ -121,14 +130,12 @@ absl::Status FrameCompressor::Compress(std::string_view payload, std::string* ou
     return absl::OkStatus();
   };
   absl::Status status;
-  size_t from = 0;
   for (size_t block_start : block_starts) {
-    if (block_start < from + kMinBlockBytes || block_start >= payload.size()) continue;
-    status = compress(from, block_start, ZSTD_e_flush);
+    if (block_start < input.size + kMinBlockBytes || block_start >= payload.size()) continue;
+    status = compress(block_start, ZSTD_e_flush);
     if (!status.ok()) break;
-    from = block_start;
   }
-  if (status.ok()) status = compress(from, payload.size(), ZSTD_e_end);
+  if (status.ok()) status = compress(payload.size(), ZSTD_e_end);
   out->resize(status.ok() ? start + output.pos : start);
   return status;
 }
