@@ -71,12 +71,17 @@ class Pipeline {
   absl::Status Close(uint64_t symbol_wait_ns);
 
   const Targets& targets() const { return targets_; }
+  size_t pending_events() const { return reorder_.size(); }
   PipelineStats stats() const;
 
  private:
   Pipeline(PipelineOptions options, Targets targets, const std::vector<std::string>* probe_names,
            std::shared_ptr<spdlog::logger> log);
   void Release(OwnedEvent& event);
+  // The reorder buffer's sink: Release.
+  ReorderBuffer::Sink ReleaseSink() {
+    return [this](OwnedEvent& event) { Release(event); };
+  }
   void Write(OwnedEvent& event);
   void WriteLoss(const format::Loss& loss, uint64_t time_ns);
   bool IsTarget(uint32_t tgid) const { return targets_.contains(tgid); }
@@ -96,6 +101,9 @@ class Pipeline {
   std::unique_ptr<format::SegmentWriter> writer_;
   uint64_t last_time_ns_ = 0;
   uint64_t malformed_ = 0;
+  static constexpr uint32_t kReleaseEvery = 4096;
+  // Records added since the reorder buffer last released what was due.
+  uint32_t added_since_release_ = 0;
   uint64_t unwind_stopped_sched_ = 0;
   uint64_t unwind_stopped_cpu_ = 0;
   uint64_t write_errors_ = 0;

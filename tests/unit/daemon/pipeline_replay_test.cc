@@ -6,6 +6,7 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -93,8 +94,10 @@ class PipelineReplayTest : public ::testing::Test {
     EXPECT_TRUE(pipeline.ok()) << pipeline.status();
     if (!pipeline.ok()) return {};
     pipeline_ = *std::move(pipeline);
-    ReplaySource source(std::move(batches),
-                        [this](std::span<const uint8_t> bytes) { pipeline_->OnRecord(bytes); });
+    ReplaySource source(std::move(batches), [this](std::span<const uint8_t> bytes) {
+      pipeline_->OnRecord(bytes);
+      most_pending_ = std::max(most_pending_, pipeline_->pending_events());
+    });
     uint64_t now = first_drain_ns;
     while (!source.exhausted()) {
       EXPECT_TRUE(source.Drain().ok());
@@ -146,6 +149,7 @@ class PipelineReplayTest : public ::testing::Test {
   std::shared_ptr<spdlog::logger> log_ =
       std::make_shared<spdlog::logger>("replay", std::make_shared<spdlog::sinks::null_sink_mt>());
   std::unique_ptr<Pipeline> pipeline_;
+  size_t most_pending_ = 0;  // events waiting in the reorder buffer at most
 };
 
 TEST_F(PipelineReplayTest, EventsFromTwoCpusComeOutInTimeOrderAcrossDrains) {
@@ -163,6 +167,30 @@ TEST_F(PipelineReplayTest, EventsFromTwoCpusComeOutInTimeOrderAcrossDrains) {
     if (std::holds_alternative<format::SchedSwitch>(record.payload)) times.push_back(record.time_ns);
   }
   EXPECT_EQ(times, (std::vector<uint64_t>{t0 + 10, t0 + 30, t0 + 40, t0 + 50}));
+  EXPECT_TRUE(OfKind<format::Loss>(records).empty());
+}
+
+// A drain that finds a full ring hands over a second's worth of events at
+// once: they leave as they fall out of the window, so no more than a
+// window's worth (and one release step) wait in memory at any time.
+TEST_F(PipelineReplayTest, ABigDrainHoldsAWindowOfEventsNotTheWholeDrain) {
+  const uint64_t t0 = 1'000'000'000;
+  constexpr uint64_t kEvents = 40'000, kStepNs = 25'000;  // one second: 40 per window ms
+  std::vector<RingBatch> batches(1);
+  for (uint64_t i = 0; i < kEvents; ++i) {
+    batches[0].records.push_back(Wakeup(t0 + i * kStepNs, static_cast<uint32_t>(i % 2), kTarget,
+                                        kTarget + 1));
+  }
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + kEvents * kStepNs);
+  const size_t window_events = 50'000'000 / kStepNs;
+  EXPECT_LE(most_pending_, window_events + 4096);
+  EXPECT_GE(most_pending_, window_events);
+  std::vector<uint64_t> times;
+  for (const format::Record& record : records) {
+    if (std::holds_alternative<format::SchedWakeup>(record.payload)) times.push_back(record.time_ns);
+  }
+  ASSERT_EQ(times.size(), kEvents);
+  EXPECT_TRUE(std::is_sorted(times.begin(), times.end()));
   EXPECT_TRUE(OfKind<format::Loss>(records).empty());
 }
 
