@@ -210,6 +210,35 @@ TEST(PerfettoWriterTest, RequestsBeyondTheLastLaneAreCounted) {
   EXPECT_EQ(trace.tracks.at(missing->track).name, "requests");
 }
 
+// A uprobe call is written at its return, so an outer call begins before
+// the inner one written earlier on the same track: its begin is stamped on
+// one of the sequence's late clocks, and both calls keep their times.
+TEST(PerfettoWriterTest, NestedUprobeCallsKeepTheirTimes) {
+  std::vector<Record> records = LockWait();
+  records.push_back({.time_ns = 5'000'000,
+                     .tid = kHandler,
+                     .payload = format::UprobeReturn{.probe = "inner", .duration_ns = 300'000}});
+  records.push_back({.time_ns = 6'000'000,
+                     .tid = kHandler,
+                     .payload = format::UprobeReturn{.probe = "outer", .duration_ns = 1'800'000}});
+  const DecodedTrace trace = Export(records);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> calls;  // name -> (begin, end)
+  std::vector<std::string> open;
+  for (const DecodedEvent& event : trace.events) {
+    if (trace.tracks.at(event.track).name != "uprobes") continue;
+    if (event.type == "TYPE_SLICE_BEGIN") {
+      calls[event.name].first = event.time_ns;
+      open.push_back(event.name);
+    } else if (event.type == "TYPE_SLICE_END") {
+      ASSERT_FALSE(open.empty());
+      calls[open.back()].second = event.time_ns;
+      open.pop_back();
+    }
+  }
+  EXPECT_EQ(calls["inner"], std::make_pair(uint64_t{4'700'000}, uint64_t{5'000'000}));
+  EXPECT_EQ(calls["outer"], std::make_pair(uint64_t{4'200'000}, uint64_t{6'000'000}));
+}
+
 // The blocked handler's stack, sampled: the frames read back outermost
 // first, user frames in their files, the kernel's in "/kernel".
 TEST(PerfettoWriterTest, SampleStacksReadBackWithFunctionsAndMappings) {
