@@ -1,6 +1,8 @@
 #include "daemon/bpf/probe_links.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <cerrno>
 #include <cstring>
@@ -43,6 +45,34 @@ bpf_program* ProgramFor(loupe_probes* skel, probes::ProbeProgram program) {
   return nullptr;
 }
 
+// Placing or removing a site, the kernel holds the target's mmap_lock for
+// write, and a target thread that hits a probe meanwhile sleeps on it
+// (find_active_uprobe_rcu). The holder yields inside that section when its
+// time slice is up or it woke a target thread (cond_resched in the page
+// lookup), and the target's threads then sleep for a time slice, not for
+// the few microseconds of the write (2-8 ms per stall in attach_stall.sh).
+// A real-time policy for the milliseconds of link creation and removal keeps
+// the holder on its CPU; without CAP_SYS_NICE they run as before.
+class RealTimeScope {
+ public:
+  RealTimeScope() {
+    if (pthread_getschedparam(pthread_self(), &policy_, &param_) != 0) return;
+    const sched_param urgent{.sched_priority = 1};
+    raised_ = policy_ == SCHED_OTHER &&
+              pthread_setschedparam(pthread_self(), SCHED_FIFO, &urgent) == 0;
+  }
+  ~RealTimeScope() {
+    if (raised_) pthread_setschedparam(pthread_self(), policy_, &param_);
+  }
+  RealTimeScope(const RealTimeScope&) = delete;
+  RealTimeScope& operator=(const RealTimeScope&) = delete;
+
+ private:
+  int policy_ = SCHED_OTHER;
+  sched_param param_{};
+  bool raised_ = false;
+};
+
 std::string AttachWarning(const probes::ProbeAttachment& site, std::string_view error) {
   return fmt::format("attach uprobe pid={} {} offset {:#x}: {}", site.pid, site.path,
                      site.file_offset, error);
@@ -77,6 +107,7 @@ size_t ProbeLinks::attached() const { return objects_->links.size() + objects_->
 
 void ProbeLinks::Detach() {
   if (objects_->skeleton) (*objects_->skeleton)->bss->recording = false;
+  RealTimeScope urgent;
   objects_->links.clear();
   objects_->multi_links.clear();
   objects_->multi_sites = 0;
@@ -85,12 +116,23 @@ void ProbeLinks::Detach() {
 // The sites grouped by what one multi link shares: program, file and pid.
 // A group the kernel refuses is retried site by site, so one bad site costs
 // only itself, as with links of one site.
+//
+// Function entries are linked first, the sites on nops (the shim's, USDT)
+// last: x86 kernels (6.18+) turn a probed 5-byte nop into a call on its
+// first hit, and the target's thread that hit it takes its own mmap_lock
+// for write to do so. Linked while the kernel still places other sites
+// (each under that lock for write, taken back at once), that thread waits
+// for the rwsem's hand-off, 4-7 ms (attach_stall.sh, bpftrace stacks:
+// arch_uprobe_optimize -> down_write, woken by register_for_each_vma).
 void ProbeLinks::AttachMulti(const probes::ProbePlan& plan, bool system_wide,
                              std::vector<std::string>* warnings) {
-  using GroupKey = std::tuple<probes::ProbeProgram, std::string, uint32_t>;
+  using probes::ProbeProgram;
+  using GroupKey = std::tuple<bool, ProbeProgram, std::string, uint32_t>;
   std::map<GroupKey, std::vector<const probes::ProbeAttachment*>> groups;
   for (const probes::ProbeAttachment& site : plan.attachments) {
-    groups[{site.program, site.path, system_wide ? 0 : site.pid}].push_back(&site);
+    const bool at_nop =
+        site.program != ProbeProgram::kUprobeEntry && site.program != ProbeProgram::kUprobeReturn;
+    groups[{at_nop, site.program, site.path, system_wide ? 0 : site.pid}].push_back(&site);
   }
   auto link = [&](const GroupKey& key, std::span<const probes::ProbeAttachment* const> sites) {
     std::vector<uint64_t> offsets, semaphores, cookies;
@@ -99,11 +141,11 @@ void ProbeLinks::AttachMulti(const probes::ProbePlan& plan, bool system_wide,
       semaphores.push_back(site->semaphore_offset);
       cookies.push_back(site->cookie);
     }
-    const auto& [program, path, pid] = key;
+    const auto& [at_nop, program, path, pid] = key;
     absl::StatusOr<ScopedFd> fd = AttachUprobeMulti(
         bpf_program__fd(ProgramFor(objects_->skeleton->get(), program)),
         {.path = path, .offsets = offsets, .semaphore_offsets = semaphores, .cookies = cookies,
-         .pid = pid, .retprobe = program == probes::ProbeProgram::kUprobeReturn});
+         .pid = pid, .retprobe = program == ProbeProgram::kUprobeReturn});
     if (!fd.ok()) return fd.status();
     objects_->multi_links.push_back(*std::move(fd));
     objects_->multi_sites += sites.size();
@@ -169,6 +211,7 @@ absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::Pro
   ScopedFsCredentials as_caller;
   if (absl::Status status = as_caller.Take(plan.credentials); !status.ok()) return status;
   links->objects_->skeleton = *std::move(skel);
+  RealTimeScope urgent;
   if (multi) {
     links->AttachMulti(plan, system_wide, warnings);
   } else {

@@ -12,10 +12,16 @@
 # blocked, the attach time, and from tracectl's start to the trace's first
 # event and to the first request that saw the shim's probes enabled. Cases: the shim's emitters alone (a few
 # sites), and the same with 200 uprobes on the requests' path, each with
-# multi-uprobe links and with one link per site.
+# multi-uprobe links and with one link per site (LINKS="multi per-site").
+# TRACECTL=path runs another tracectl than the build's (a copy stays stable
+# while the tree is rebuilt); VARIANTS="before=path after=path ..." runs
+# every case with each of those instead, interleaved, as "<case>@before":
+# before/after in one run.
 set -euo pipefail
 build=${1:-build}
-tracectl=$build/tools/tracectl/tracectl
+tracectl=${TRACECTL:-$build/tools/tracectl/tracectl}
+variants=${VARIANTS:-"=$tracectl"}
+links_kinds=${LINKS:-multi per-site}
 service=$build/tests/bench/attach_stall_service
 blocked_script=$(dirname "$0")/blocked_threads.bt
 threads=${THREADS:-2}
@@ -33,10 +39,11 @@ offset=$(python3 -c 'import time
 print(time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC))')
 now() { echo $(("${EPOCHREALTIME/./}000" - offset)); }
 
-# run_case NAME REPEAT [tracectl attach options...]
+# run_case TRACECTL NAME REPEAT [tracectl attach options...]
 run_case() {
-  local name=$1 repeat=$2; shift 2
+  local tracer=$1 name=$2 repeat=$3; shift 3
   local out=$tmp/${name//\//-}.$repeat
+  grep -qxF "$name" "$tmp/cases" 2> /dev/null || echo "$name" >> "$tmp/cases"
   coproc SERVICE { "$service" "$out.requests" "$threads"; }
   local pid
   read -r _ pid <&"${SERVICE[0]}"
@@ -44,7 +51,7 @@ run_case() {
   local watcher=$!
   sleep 3  # bpftrace starts, then a quiet stretch: the baseline
   local start; start=$(now)
-  "$tracectl" attach -d "$duration" -o "$out.trace" "$@" "$pid" 2>&1 |
+  "$tracer" attach -d "$duration" -o "$out.trace" "$@" "$pid" 2>&1 |
     while IFS= read -r line; do  # no $(now): a fork per line lags behind a burst of lines
       echo "$(("${EPOCHREALTIME/./}000" - offset)) $line"
     done > "$out.log" || true  # INCOMPLETE is fine here
@@ -59,7 +66,7 @@ run_case() {
   [ -n "$tracing" ] || { echo "$name: tracectl never said it was tracing:"; cat "$out.log"; exit 1; }
   local first; first=$(awk '/^first_traced/ {print $2}' "$out.requests")
   # The trace's first event (time order; the processes' descriptions aside).
-  local first_event; first_event=$("$tracectl" export --format json -o - "$out.trace" 2> /dev/null |
+  local first_event; first_event=$("$tracer" export --format json -o - "$out.trace" 2> /dev/null |
     python3 -c 'import json, sys
 for line in sys.stdin:
     event = json.loads(line)
@@ -76,10 +83,15 @@ for i in $(seq 0 199); do sites+=(--uprobe "$(realpath "$service"):stall_site_$(
 # Each case with multi-uprobe links (the default where the kernel has them)
 # and with one perf-event link per site (LOUPE_UPROBE_MULTI=0), alternating.
 for repeat in $(seq 1 "$repeats"); do
-  for links in multi per-site; do
+  for links in $links_kinds; do
     multi=1; [ "$links" = multi ] || multi=0
-    LOUPE_UPROBE_MULTI=$multi run_case "shim/$links" "$repeat" --sources sched,cpu,shim
-    LOUPE_UPROBE_MULTI=$multi run_case "shim+200uprobes/$links" "$repeat" --sources sched,cpu,shim "${sites[@]}"
+    for variant in $variants; do
+      tracer=${variant#*=} suffix=${variant%%=*}
+      suffix=${suffix:+@$suffix}
+      LOUPE_UPROBE_MULTI=$multi run_case "$tracer" "shim/$links$suffix" "$repeat" --sources sched,cpu,shim
+      LOUPE_UPROBE_MULTI=$multi run_case "$tracer" "shim+200uprobes/$links$suffix" "$repeat" \
+        --sources sched,cpu,shim "${sites[@]}"
+    done
   done
 done
 
@@ -95,9 +107,9 @@ def percentile(values, p):
 def overlap(lo, hi, a, b):
     return max(0, min(hi, b) - max(lo, a))
 
-print(f"{'case':<24} {'window':<7} {'ms':>6} {'requests':>9} {'p99 us':>8} {'max us':>8} "
+print(f"{'case':<32} {'window':<7} {'ms':>6} {'requests':>9} {'p99 us':>8} {'max us':>8} "
       f"{'blocked ms (worst thread)':>26} {'attach ms':>10} {'first event ms':>15} {'shim live ms':>13}")
-for name in ("shim/multi", "shim/per-site", "shim+200uprobes/multi", "shim+200uprobes/per-site"):
+for name in sorted(open(f"{tmp}/cases").read().split()):
     for repeat in range(1, repeats + 1):
         base = f"{tmp}/{name.replace('/', '-')}.{repeat}"
         start, tracing, end, first, first_event = map(int, open(base + ".windows").read().split())
@@ -122,7 +134,7 @@ for name in ("shim/multi", "shim/per-site", "shim+200uprobes/multi", "shim+200up
                 per_thread[tid] += overlap(lo, hi, since, until)
             first_ms = f"{(first - start) / 1e6:.0f}" if first else "never"
             first_event_ms = f"{(first_event - start) / 1e6:.0f}" if first_event else "none"
-            print(f"{name:<24} {window:<7} {(hi - lo) / 1e6:>6.0f} {len(walls):>9} "
+            print(f"{name:<32} {window:<7} {(hi - lo) / 1e6:>6.0f} {len(walls):>9} "
                   f"{percentile(walls, 0.99) / 1e3:>8.0f} {max(walls, default=0) / 1e3:>8.0f} "
                   f"{max(per_thread.values(), default=0) / 1e6:>26.2f} {attach_ns / 1e6:>10.0f} "
                   f"{first_event_ms:>15} {first_ms:>13}")
