@@ -90,7 +90,7 @@ done
 echo "object store: ${#small[@]} segments through two collectors, listed by both"
 
 # 2. A multipart upload cut by SIGKILL after its first part, finished elsewhere.
-mapfile -t big < <("$uploader" write "$work/local" big 3400000 16777216)
+mapfile -t big < <("$uploader" write "$work/local" big 4400000 16777216)
 [ "${#big[@]}" -ge 1 ] && [ "$(stat -c %s "${big[0]}")" -gt 10485760 ] \
   || fail "expected a segment over 10 MiB, got $(stat -c %s "${big[0]}")"
 send a 2000000 "${big[0]}" > "$work/send_big_a.out" 2>&1 &
