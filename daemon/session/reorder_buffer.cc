@@ -1,6 +1,7 @@
 #include "daemon/session/reorder_buffer.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace loupe::session {
 
@@ -26,7 +27,16 @@ void ReorderBuffer::ReleaseUntil(uint64_t limit, const Sink& sink) {
   // in one pass, where a heap paid a logarithm per event each way.
   const auto arrived = order_.begin() + static_cast<ptrdiff_t>(sorted_);
   if (!std::is_sorted(arrived, order_.end(), Earlier{})) std::sort(arrived, order_.end(), Earlier{});
-  std::inplace_merge(order_.begin(), arrived, order_.end(), Earlier{});
+  if (arrived != order_.end()) {
+    // Only the waiting events newer than the oldest arrival move, through
+    // a buffer kept for it (std::inplace_merge allocated one per release).
+    const auto from = std::upper_bound(order_.begin(), arrived, *arrived, Earlier{});
+    if (from != arrived) {
+      merged_.clear();
+      std::merge(from, arrived, arrived, order_.end(), std::back_inserter(merged_), Earlier{});
+      std::copy(merged_.begin(), merged_.end(), from);
+    }
+  }
   // What is older than the limit leaves, and past `max_` the oldest too:
   // both are a prefix of the run.
   const size_t due = static_cast<size_t>(

@@ -62,6 +62,7 @@ class ReorderBuffer {
   std::vector<uint32_t> free_slots_;  // the last one is Next()'s
   // Sorted on (time, sequence) up to `sorted_`, then in arrival order.
   std::vector<Pending> order_;
+  std::vector<Pending> merged_;  // where the run and the arrivals meet, merged
   size_t sorted_ = 0;
   uint64_t sequence_ = 0;
   uint64_t newest_ = 0;

@@ -10,12 +10,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 
 #include "daemon/format/trace_reader.h"
 #include "daemon/session/pipeline.h"
 #include "daemon/session/replay_source.h"
 #include "daemon/session/ring_capture.h"
 #include "shared/records.h"
+#include "tests/support/allocation_counter.h"
 #include "tests/support/temp_dir.h"
 
 namespace loupe::session {
@@ -49,6 +52,36 @@ std::vector<uint8_t> Switch(uint64_t time_ns, uint32_t cpu, uint32_t prev_tid, u
   if (next_tgid != kTarget) std::strncpy(record.next_comm, "other", sizeof record.next_comm);
   // Stacks are cut after the last frame: none here.
   return Bytes(record, LOUPE_REC_SCHED_SWITCH, time_ns, cpu, offsetof(loupe_sched_switch, frames));
+}
+
+// A target's switch-out with a user stack of `depth` frames.
+std::vector<uint8_t> SwitchOutWithStack(uint64_t time_ns, uint32_t cpu, uint32_t tid,
+                                        uint16_t depth) {
+  loupe_sched_switch record{};
+  record.prev_tid = tid;
+  record.prev_tgid = kTarget;
+  record.next_tid = kOther;
+  record.next_tgid = kOther;
+  record.prev_state = kSleeping;
+  record.user_depth = depth;
+  std::strncpy(record.next_comm, "other", sizeof record.next_comm);
+  for (uint16_t i = 0; i < depth; ++i) record.frames[i] = 0x401000 + 16 * i;
+  return Bytes(record, LOUPE_REC_SCHED_SWITCH, time_ns, cpu,
+               offsetof(loupe_sched_switch, frames) + depth * sizeof(uint64_t));
+}
+
+std::vector<uint8_t> Span(uint16_t type, uint64_t time_ns, uint32_t cpu, uint32_t tid,
+                          uint64_t span_id) {
+  loupe_shim_event record{};
+  record.tid = tid;
+  record.tgid = kTarget;
+  if (type == LOUPE_REC_SPAN_END) {
+    record.args[0] = span_id;
+  } else {
+    record.args[0] = 0x7000;  // the name's address: not readable here, named as such
+    record.args[1] = span_id;
+  }
+  return Bytes(record, type, time_ns, cpu);
 }
 
 std::vector<uint8_t> Wakeup(uint64_t time_ns, uint32_t cpu, uint32_t waker_tid,
@@ -99,12 +132,14 @@ class PipelineReplayTest : public ::testing::Test {
       most_pending_ = std::max(most_pending_, pipeline_->pending_events());
     });
     uint64_t now = first_drain_ns;
-    while (!source.exhausted()) {
+    for (size_t drain = 0; !source.exhausted(); ++drain) {
+      if (before_drain_) before_drain_(drain);
       EXPECT_TRUE(source.Drain().ok());
       pipeline_->Cycle(now, source.ReadCounters(), /*final=*/false, now);
       now += step_ns;
     }
     source.Detach();
+    if (before_drain_) before_drain_(SIZE_MAX);
     pipeline_->Cycle(now, source.ReadCounters(), /*final=*/true, now);
     EXPECT_TRUE(pipeline_->Close(0).ok());
     return ReadBack();
@@ -150,6 +185,9 @@ class PipelineReplayTest : public ::testing::Test {
       std::make_shared<spdlog::logger>("replay", std::make_shared<spdlog::sinks::null_sink_mt>());
   std::unique_ptr<Pipeline> pipeline_;
   size_t most_pending_ = 0;  // events waiting in the reorder buffer at most
+  // Called before each drain with its index, and with SIZE_MAX before the
+  // final cycle.
+  std::function<void(size_t)> before_drain_;
 };
 
 TEST_F(PipelineReplayTest, EventsFromTwoCpusComeOutInTimeOrderAcrossDrains) {
@@ -192,6 +230,53 @@ TEST_F(PipelineReplayTest, ABigDrainHoldsAWindowOfEventsNotTheWholeDrain) {
   ASSERT_EQ(times.size(), kEvents);
   EXPECT_TRUE(std::is_sorted(times.begin(), times.end()));
   EXPECT_TRUE(OfKind<format::Loss>(records).empty());
+}
+
+// Once running, the pipeline allocates nothing per event: records decode
+// into reorder slots that keep their buffers, shim names are views into
+// the name cache, off-CPU intervals reuse one event. What may allocate is
+// per drain or per new value (a stack or name first seen, a block sealed).
+TEST_F(PipelineReplayTest, ARunningPipelineAllocatesNothingPerEvent) {
+  const uint64_t t0 = 1'000'000'000;
+  constexpr size_t kDrains = 200, kRoundsPerDrain = 250;
+  constexpr uint64_t kRoundNs = 200'000, kDrainNs = kRoundsPerDrain * kRoundNs;
+  std::vector<RingBatch> batches(kDrains);
+  for (size_t drain = 0; drain < kDrains; ++drain) {
+    for (size_t round = 0; round < kRoundsPerDrain; ++round) {
+      const uint64_t t = t0 + drain * kDrainNs + round * kRoundNs;
+      const uint32_t tid = kTarget + static_cast<uint32_t>(round % 2);
+      const uint32_t cpu = static_cast<uint32_t>(round % 2);
+      batches[drain].records.push_back(Span(LOUPE_REC_SPAN_BEGIN, t, cpu, tid, round + 1));
+      batches[drain].records.push_back(SwitchOutWithStack(t + 1'000, cpu, tid, 12));
+      batches[drain].records.push_back(Wakeup(t + 50'000, cpu, kOther, tid));
+      batches[drain].records.push_back(Switch(t + 60'000, cpu, kOther, kOther, tid, kTarget, 0));
+      batches[drain].records.push_back(Span(LOUPE_REC_SPAN_END, t + 70'000, cpu, tid, round + 1));
+    }
+  }
+  // The first half warms the slots, pools and caches up; the second counts
+  // (what a drain may allocate: the losses it reports).
+  std::optional<testing::AllocationCounter> counter;
+  uint64_t allocations = 0;
+  before_drain_ = [&](size_t drain) {
+    if (drain == kDrains / 2) counter.emplace();
+    if (drain == SIZE_MAX) allocations = counter->count();
+  };
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + kDrainNs, kDrainNs);
+  // 1,500 events a drain: one allocation per 100 events would be 15.
+  const uint64_t counted_drains = kDrains / 2;
+  EXPECT_LE(allocations, 2 * counted_drains)
+      << allocations << " allocations in " << counted_drains << " drains of "
+      << kRoundsPerDrain * 6 << " events";
+  EXPECT_EQ(OfKind<format::OffCpu>(records).size(), kDrains * kRoundsPerDrain);
+  EXPECT_EQ(OfKind<format::SpanBegin>(records).size(), kDrains * kRoundsPerDrain);
+  // The only loss: each span's name, which no process here holds.
+  uint64_t unreadable = 0;
+  for (const format::Loss& loss : OfKind<format::Loss>(records)) {
+    EXPECT_EQ(loss.source, format::LossSource::kShim);
+    EXPECT_EQ(loss.reason, format::LossReason::kMalformed);
+    unreadable += loss.count;
+  }
+  EXPECT_EQ(unreadable, kDrains * kRoundsPerDrain);
 }
 
 TEST_F(PipelineReplayTest, AnEventPastItsPlaceIsWrittenAndCountedLate) {
