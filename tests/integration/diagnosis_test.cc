@@ -8,14 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -147,9 +145,18 @@ void TraceService(const std::string& service, Traced* traced) {
   const std::string trace = dir.File("trace");
   ChildProcess attach({LOUPE_TRACECTL, "attach", std::to_string(app.pid()), "--duration",
                        kTraceDuration, "--uprobe", binary + ":handle_request(1)%return", "--output",
-                       trace, "-q"});
-  // Time for attach to load and attach its probes before the first request.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                       trace, "-q"},
+                      ChildProcess::Stderr::kMerged);
+  // The first request waits until every source and probe is attached: how
+  // long that takes depends on the machine (the verifier alone took 0.3 to
+  // 0.7 s per program with unwind tables on some), and a request served
+  // before it is missing from the trace.
+  std::string said;
+  for (std::string line = attach.ReadLine(); line.find("probe site(s) attached") == std::string::npos;
+       line = attach.ReadLine()) {
+    if (line.empty()) FAIL() << "tracectl attach ended before attaching its probes: " << said;
+    said += line + "\n";
+  }
   app.WriteLine("go");
   const std::vector<std::string> done = app.ReadWords();
   ASSERT_EQ(done.size(), 2u) << service << " did not say done";

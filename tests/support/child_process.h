@@ -13,7 +13,10 @@ namespace loupe::testing {
 
 class ChildProcess {
  public:
-  explicit ChildProcess(const std::vector<std::string>& argv);
+  // kMerged: its stderr comes through the same pipe as its stdout, for a
+  // child that says on stderr when it is ready (tracectl attach).
+  enum class Stderr { kInherited, kMerged };
+  explicit ChildProcess(const std::vector<std::string>& argv, Stderr stderr_to = Stderr::kInherited);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
