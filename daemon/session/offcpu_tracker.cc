@@ -67,6 +67,14 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
     if (woken != woken_.end()) woken_.erase(woken);
   }
   if (is_target_(event.prev_tgid)) {
+    if ((change.prev_state & kTaskDead) != 0) {
+      // Its last switch: the thread has exited (its exit event came just
+      // before). Kept, its entry would stay for the session and give a
+      // thread that reuses the tid an interval reaching back to this one.
+      switched_out_.erase(record.tid);
+      woken_.erase(record.tid);
+      return made;
+    }
     SwitchedOut& out = switched_out_[record.tid];
     out.active = true;
     out.time_ns = record.time_ns;

@@ -32,8 +32,13 @@ class OffCpuTracker {
     return static_cast<size_t>(std::ranges::count_if(
         switched_out_, [](const auto& entry) { return entry.second.active; }));
   }
+  // Threads with an entry (and its stack buffer): those alive that have
+  // switched out, so memory follows living threads, not every thread seen.
+  size_t kept_threads() const { return switched_out_.size(); }
 
  private:
+  // The kernel's TASK_DEAD: the state a thread switches out in for the last time.
+  static constexpr uint32_t kTaskDead = 0x80;
   // Kept after the switch-in (inactive) until the thread exits: its frames
   // buffer serves the thread's next switch-out.
   struct SwitchedOut {

@@ -130,5 +130,24 @@ TEST_F(OffCpuTrackerTest, ForeignSwitchesAndMigrationsPassThrough) {
   EXPECT_EQ(std::get<format::OffCpu>(intervals[0].record.payload).runq_ns, 2000u);
 }
 
+// A thread switches out one last time after its exit event, in TASK_DEAD:
+// nothing of it is kept, and a thread that reuses its tid starts afresh.
+TEST_F(OffCpuTrackerTest, AnExitedThreadLeavesNothingBehind) {
+  constexpr uint32_t kTaskDead = 0x80;
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 501, kOther, kSleeping));
+  events.push_back(Switch(2000, 501, kOther, 101, kTarget, 0));
+  OwnedEvent exit;
+  exit.record = {.time_ns = 3000, .tid = 101, .cpu = 0, .payload = format::ThreadExit{}};
+  events.push_back(std::move(exit));
+  events.push_back(Switch(3100, 101, kTarget, 501, kOther, kTaskDead));
+  // Much later, a new thread of the target gets tid 101 and runs.
+  events.push_back(Switch(900'000, 501, kOther, 101, kTarget, 0));
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 1u);  // the first sleep only
+  EXPECT_EQ(intervals[0].record.time_ns, 2000u);
+  EXPECT_EQ(tracker_.kept_threads(), 0u);
+}
+
 }  // namespace
 }  // namespace loupe::session
