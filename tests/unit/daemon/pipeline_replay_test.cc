@@ -40,34 +40,23 @@ std::vector<uint8_t> Bytes(T record, uint16_t type, uint64_t time_ns, uint32_t c
   return bytes;
 }
 
+// A switch; the target's side switched out carries a user stack of
+// `user_depth` frames (the record is cut after the last one).
 std::vector<uint8_t> Switch(uint64_t time_ns, uint32_t cpu, uint32_t prev_tid, uint32_t prev_tgid,
-                            uint32_t next_tid, uint32_t next_tgid, uint32_t prev_state) {
+                            uint32_t next_tid, uint32_t next_tgid, uint32_t prev_state,
+                            uint16_t user_depth = 0) {
   loupe_sched_switch record{};
   record.prev_tid = prev_tid;
   record.prev_tgid = prev_tgid;
   record.next_tid = next_tid;
   record.next_tgid = next_tgid;
   record.prev_state = prev_state;
+  record.user_depth = user_depth;
   if (prev_tgid != kTarget) std::strncpy(record.prev_comm, "other", sizeof record.prev_comm);
   if (next_tgid != kTarget) std::strncpy(record.next_comm, "other", sizeof record.next_comm);
-  // Stacks are cut after the last frame: none here.
-  return Bytes(record, LOUPE_REC_SCHED_SWITCH, time_ns, cpu, offsetof(loupe_sched_switch, frames));
-}
-
-// A target's switch-out with a user stack of `depth` frames.
-std::vector<uint8_t> SwitchOutWithStack(uint64_t time_ns, uint32_t cpu, uint32_t tid,
-                                        uint16_t depth) {
-  loupe_sched_switch record{};
-  record.prev_tid = tid;
-  record.prev_tgid = kTarget;
-  record.next_tid = kOther;
-  record.next_tgid = kOther;
-  record.prev_state = kSleeping;
-  record.user_depth = depth;
-  std::strncpy(record.next_comm, "other", sizeof record.next_comm);
-  for (uint16_t i = 0; i < depth; ++i) record.frames[i] = 0x401000 + 16 * i;
+  for (uint16_t i = 0; i < user_depth; ++i) record.frames[i] = 0x401000 + 16 * i;
   return Bytes(record, LOUPE_REC_SCHED_SWITCH, time_ns, cpu,
-               offsetof(loupe_sched_switch, frames) + depth * sizeof(uint64_t));
+               offsetof(loupe_sched_switch, frames) + user_depth * sizeof(uint64_t));
 }
 
 std::vector<uint8_t> Span(uint16_t type, uint64_t time_ns, uint32_t cpu, uint32_t tid,
@@ -247,7 +236,8 @@ TEST_F(PipelineReplayTest, ARunningPipelineAllocatesNothingPerEvent) {
       const uint32_t tid = kTarget + static_cast<uint32_t>(round % 2);
       const uint32_t cpu = static_cast<uint32_t>(round % 2);
       batches[drain].records.push_back(Span(LOUPE_REC_SPAN_BEGIN, t, cpu, tid, round + 1));
-      batches[drain].records.push_back(SwitchOutWithStack(t + 1'000, cpu, tid, 12));
+      batches[drain].records.push_back(
+          Switch(t + 1'000, cpu, tid, kTarget, kOther, kOther, kSleeping, /*user_depth=*/12));
       batches[drain].records.push_back(Wakeup(t + 50'000, cpu, kOther, tid));
       batches[drain].records.push_back(Switch(t + 60'000, cpu, kOther, kOther, tid, kTarget, 0));
       batches[drain].records.push_back(Span(LOUPE_REC_SPAN_END, t + 70'000, cpu, tid, round + 1));
