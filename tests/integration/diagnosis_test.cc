@@ -359,9 +359,10 @@ void CheckListedRequests(const Traced& traced, const RequestKind& kind, const Ex
     const double duration = Number(request, "duration_ns");
     const double truth_duration = static_cast<double>(t.end_ns - t.begin_ns);
 
-    // The service's clocks run inside handle_request, the uprobes fire at
-    // its entry and return: a thread preempted in between (a starved one
-    // is) has a request longer than the service saw, by run-queue time.
+    // The service's clocks run inside the operation, which runs inside
+    // handle_request, whose entry and return the uprobes see: a thread
+    // preempted in between (a starved one is) has a request longer than the
+    // service saw, by run-queue time.
     const double outside = std::max(0.0, duration - truth_duration);
     EXPECT_GE(duration, truth_duration - 200e3)
         << where << ": duration " << FormatMs(duration) << ", the service measured "

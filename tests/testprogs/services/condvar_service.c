@@ -25,14 +25,14 @@ __attribute__((noinline)) uint64_t compute_reply(uint64_t id)
 
 __attribute__((noinline)) void handle_request(uint64_t id)
 {
-	service_request_enter(id);
 	loupe_operation_t op = loupe_operation_begin(id, "request");
+	service_request_enter(id);
 	loupe_span_t span = loupe_span_begin("handle");
 	uint64_t computing = compute_reply(id);
 
 	loupe_span_end(span);
-	loupe_operation_end(op);
 	service_request_exit(computing);
+	loupe_operation_end(op);
 }
 
 /* 0 once the dispatcher has closed the queue and it is empty. */

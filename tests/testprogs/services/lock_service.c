@@ -25,15 +25,15 @@ __attribute__((noinline)) uint64_t lookup_shared_cache(uint64_t key)
 
 __attribute__((noinline)) void handle_request(uint64_t id)
 {
-	service_request_enter(id);
 	loupe_operation_t op = loupe_operation_begin(id, "request");
+	service_request_enter(id);
 	loupe_span_t span = loupe_span_begin("handle");
 	uint64_t waited = lookup_shared_cache(id * 2654435761u);
 
 	SERVICE_SPIN_CPU_NS(100000);
 	loupe_span_end(span);
-	loupe_operation_end(op);
 	service_request_exit(waited);
+	loupe_operation_end(op);
 }
 
 __attribute__((noinline)) void janitor_compact_locked(uint64_t hold_ns)

@@ -27,15 +27,15 @@ __attribute__((noinline)) uint64_t touch_records(uint64_t id)
 
 __attribute__((noinline)) void handle_request(uint64_t id)
 {
-	service_request_enter(id);
 	loupe_operation_t op = loupe_operation_begin(id, "request");
+	service_request_enter(id);
 	loupe_span_t span = loupe_span_begin("handle");
 	uint64_t sum = touch_records(id);
 
 	__asm__ volatile("" : : "r"(sum));
 	loupe_span_end(span);
-	loupe_operation_end(op);
 	service_request_exit(0);
+	loupe_operation_end(op);
 }
 
 /* Mapped pages stay in the page cache whatever fadvise says: unmap them

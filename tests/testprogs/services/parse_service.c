@@ -15,14 +15,14 @@ __attribute__((noinline)) uint64_t parse_payload(uint64_t id)
 
 __attribute__((noinline)) void handle_request(uint64_t id)
 {
-	service_request_enter(id);
 	loupe_operation_t op = loupe_operation_begin(id, "request");
+	service_request_enter(id);
 	loupe_span_t span = loupe_span_begin("handle");
 	uint64_t parsing = parse_payload(id);
 
 	loupe_span_end(span);
-	loupe_operation_end(op);
 	service_request_exit(parsing);
+	loupe_operation_end(op);
 }
 
 static void *worker(void *arg)

@@ -33,8 +33,8 @@ __attribute__((noinline)) void handle_request(uint64_t id)
 	struct connection *c = &connections[id % WORKERS];
 	char reply[64];
 
-	service_request_enter(id);
 	loupe_operation_t op = loupe_operation_begin(id, "request");
+	service_request_enter(id);
 	loupe_span_t span = loupe_span_begin("handle");
 
 	if (write(c->request[1], &id, sizeof id) != sizeof id)
@@ -42,8 +42,8 @@ __attribute__((noinline)) void handle_request(uint64_t id)
 	uint64_t waited = read_upstream(c->reply[0], reply, sizeof reply);
 
 	loupe_span_end(span);
-	loupe_operation_end(op);
 	service_request_exit(waited);
+	loupe_operation_end(op);
 }
 
 static void *feeder(void *arg)

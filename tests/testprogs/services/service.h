@@ -131,7 +131,10 @@ static inline long service_major_faults(void)
 	return usage.ru_majflt;
 }
 
-/* First thing in handle_request. */
+/* First thing in handle_request after the operation begins, so that every
+ * traced window (the uprobe's entry to return, the operation's begin to
+ * end) holds this one: reading schedstat is a syscall, and a thread
+ * preempted on its way back waits inside the ground truth's run delay. */
 static inline void service_request_enter(uint64_t id)
 {
 	struct service_truth *t = &service_current;
@@ -144,7 +147,7 @@ static inline void service_request_enter(uint64_t id)
 	t->begin_ns = service_now_ns();
 }
 
-/* Last thing in handle_request. */
+/* Last thing in handle_request before the operation ends. */
 static inline void service_request_exit(uint64_t cause_ns)
 {
 	struct service_truth *t = &service_current;

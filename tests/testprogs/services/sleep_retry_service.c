@@ -26,16 +26,16 @@ __attribute__((noinline)) void handle_request(uint64_t id)
 {
 	uint64_t slept = 0;
 
-	service_request_enter(id);
 	loupe_operation_t op = loupe_operation_begin(id, "request");
+	service_request_enter(id);
 	loupe_span_t span = loupe_span_begin("handle");
 
 	for (int attempt = 0; !try_acquire(id, attempt); ++attempt)
 		slept += retry_backoff(attempt);
 	SERVICE_SPIN_CPU_NS(200000);
 	loupe_span_end(span);
-	loupe_operation_end(op);
 	service_request_exit(slept);
+	loupe_operation_end(op);
 }
 
 static void *worker(void *arg)

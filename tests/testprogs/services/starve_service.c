@@ -31,13 +31,13 @@ __attribute__((noinline)) void render_response(uint64_t id)
 
 __attribute__((noinline)) void handle_request(uint64_t id)
 {
-	service_request_enter(id);
 	loupe_operation_t op = loupe_operation_begin(id, "request");
+	service_request_enter(id);
 	loupe_span_t span = loupe_span_begin("handle");
 	render_response(id);
 	loupe_span_end(span);
-	loupe_operation_end(op);
 	service_request_exit(0);
+	loupe_operation_end(op);
 }
 
 static void *worker(void *arg)
