@@ -67,6 +67,8 @@ class RealTimeScope {
   RealTimeScope(const RealTimeScope&) = delete;
   RealTimeScope& operator=(const RealTimeScope&) = delete;
 
+  bool real_time() const { return raised_ || policy_ == SCHED_FIFO || policy_ == SCHED_RR; }
+
  private:
   int policy_ = SCHED_OTHER;
   sched_param param_{};
@@ -212,6 +214,7 @@ absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::Pro
   if (absl::Status status = as_caller.Take(plan.credentials); !status.ok()) return status;
   links->objects_->skeleton = *std::move(skel);
   RealTimeScope urgent;
+  links->linked_in_real_time_ = urgent.real_time();
   if (multi) {
     links->AttachMulti(plan, system_wide, warnings);
   } else {

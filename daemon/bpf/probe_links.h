@@ -38,6 +38,10 @@ class ProbeLinks {
                                                             std::vector<std::string>* warnings);
   ~ProbeLinks();
   size_t attached() const;
+  // Whether the sites were placed under a real-time policy (which needs
+  // CAP_SYS_NICE); without it the target's threads may wait a time slice
+  // on its mmap_lock while a site is placed or removed.
+  bool linked_in_real_time() const { return linked_in_real_time_; }
   void Detach();
 
  private:
@@ -48,6 +52,7 @@ class ProbeLinks {
   void AttachEach(const probes::ProbePlan& plan, bool system_wide,
                   std::vector<std::string>* warnings);
   std::unique_ptr<Objects> objects_;
+  bool linked_in_real_time_ = false;
 };
 
 }  // namespace loupe::bpf

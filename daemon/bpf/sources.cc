@@ -317,10 +317,13 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
                            SessionMapsOf(sources->objects_->sched->get()), &sources->warnings_);
     if (!links.ok()) return links.status();
     sources->probes_ = *std::move(links);
-    sources->features_["uprobes"] =
-        fmt::format("{} of {} sites attached{}", sources->probes_->attached(),
-                    plan.attachments.size(),
-                    system_wide ? " in every process, targets filtered in BPF" : "");
+    sources->features_["uprobes"] = fmt::format(
+        "{} of {} sites attached{}, {}", sources->probes_->attached(), plan.attachments.size(),
+        system_wide ? " in every process, targets filtered in BPF" : "",
+        sources->probes_->linked_in_real_time()
+            ? "placed at real-time priority"
+            : "placed at normal priority (no CAP_SYS_NICE: the target's threads may wait a time "
+              "slice on its mmap_lock while a site is placed or removed)");
   }
   return sources;
 }
