@@ -33,6 +33,7 @@ std::string Parts(const Breakdown& b, bool with_shares) {
 }
 
 std::string StackLine(const StackShare& stack) {
+  if (stack.frames.empty()) return "(no stack in the trace)";
   std::string line;
   for (const NamedFrame& frame : stack.frames) {
     if (!line.empty()) line += " ← ";
