@@ -45,11 +45,14 @@ known=$(apt-cache show $runtime 2> /dev/null | sed -n 's/^Package: //p' | sort -
 # so an unknown name is asked again on its own and apt's words are shown.
 installed=$(dpkg-query -W -f '${Package}\n' 2> /dev/null | sed 's/:.*//')
 for package in $runtime; do
-  echo "$known" | grep -qx "$package" && continue
-  echo "$installed" | grep -qx "$package" && continue
-  answer=$(apt-cache show "$package" 2>&1) && echo "$answer" | grep -qx "Package: $package" && continue
+  grep -qx "$package" <<< "$known" && continue
+  grep -qx "$package" <<< "$installed" && continue
+  answer=$(apt-cache show "$package" 2>&1) && grep -qx "Package: $package" <<< "$answer" && continue
   fail "the runtime stage installs '$package', which Debian 12 lacks (apt-cache: $(echo "$answer" | head -3))"
 done
+# Membership is tested with here-strings, not `echo | grep -q`: under
+# pipefail, grep quitting at its match while echo still writes a long list
+# fails the pipeline (SIGPIPE), which reads as "missing".
 # Every library the binaries load comes from a package the stage installs.
 for binary in "$louped" "$tracectl" "$collector"; do
   ldd "$binary" | awk '/=> \// {print $3}'
@@ -60,6 +63,6 @@ dpkg -S $(sed 's#.*/#*/#' "$work/libs") 2>/dev/null | grep -v i386 > "$work/owne
 while read -r lib; do
   package=$(grep -m1 "/$(basename "$lib")\$" "$work/owners" | cut -d: -f1)
   [ -n "$package" ] || fail "no Debian package holds $lib"
-  echo "$runtime" | grep -qx "$package" || fail "$(basename "$lib") comes from $package, missing in the runtime stage"
+  grep -qx "$package" <<< "$runtime" || fail "$(basename "$lib") comes from $package, missing in the runtime stage"
 done < "$work/libs"
 echo "deploy files: all checks passed"
