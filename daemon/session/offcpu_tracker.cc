@@ -1,6 +1,7 @@
 #include "daemon/session/offcpu_tracker.h"
 
 #include <algorithm>
+#include <span>
 #include <variant>
 
 #include "daemon/base/overloaded.h"
@@ -61,6 +62,9 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
       interval->prev_tgid = event.next_tgid;  // the interval's process, for symbols
       interval->frames.swap(from.frames);
       interval->user_depth = from.user_depth;
+      if (!from.exact_frames.empty()) {
+        interval->extras().exact_frames.assign(from.exact_frames.begin(), from.exact_frames.end());
+      }
       from.active = false;
       made = true;
     }
@@ -80,6 +84,10 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
     out.time_ns = record.time_ns;
     out.state = change.prev_state;
     out.user_depth = event.user_depth;
+    // Frames a signal interrupted are where the code was: symbolized as
+    // they are, not as return addresses (rare; copied into a kept buffer).
+    const std::span<const uint16_t> exact = event.exact_frames();
+    out.exact_frames.assign(exact.begin(), exact.end());
     // Swapped, not moved: the event's slot gets a buffer back for its next stack.
     out.frames.swap(event.frames);
     event.frames.clear();

@@ -46,6 +46,7 @@ class OffCpuTracker {
     uint64_t time_ns = 0;
     uint32_t state = 0;
     std::vector<uint64_t> frames;
+    std::vector<uint16_t> exact_frames;  // user frames (by index) a signal interrupted
     uint16_t user_depth = 0;
   };
   struct Woken {

@@ -149,5 +149,24 @@ TEST_F(OffCpuTrackerTest, AnExitedThreadLeavesNothingBehind) {
   EXPECT_EQ(tracker_.kept_threads(), 0u);
 }
 
+// A switch-out inside a signal handler: the interrupted frame is exact, and
+// stays so in the interval, so it is symbolized where the code was.
+TEST_F(OffCpuTrackerTest, FramesASignalInterruptedStayExact) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 501, kOther, kSleeping));
+  events.back().frames = {0x10, 0x20, 0x30};
+  events.back().user_depth = 3;
+  events.back().extras().exact_frames = {2};
+  events.push_back(Switch(7000, 501, kOther, 101, kTarget, 0));
+  events.push_back(Switch(8000, 101, kTarget, 501, kOther, kSleeping));  // no signal frame now
+  events.push_back(Switch(9000, 501, kOther, 101, kTarget, 0));
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 2u);
+  EXPECT_EQ(std::vector<uint16_t>(intervals[0].exact_frames().begin(),
+                                  intervals[0].exact_frames().end()),
+            (std::vector<uint16_t>{2}));
+  EXPECT_TRUE(intervals[1].exact_frames().empty());
+}
+
 }  // namespace
 }  // namespace loupe::session
