@@ -66,7 +66,7 @@ bool ProbeRecordDecoder::Decode(std::span<const uint8_t> bytes, OwnedEvent* even
       event->record.tid = r.tid;
       event->prev_tgid = r.tgid;
       if (header.type == LOUPE_REC_UPROBE_ENTRY) {
-        event->extras().args.assign(r.values, r.values + r.arg_count);
+        if (r.arg_count != 0) event->extras().args.assign(r.values, r.values + r.arg_count);
         event->record.payload = format::UprobeEntry{.probe = ProbeName(r.probe)};
       } else {
         event->record.payload =
@@ -157,7 +157,7 @@ bool ProbeRecordDecoder::DecodeUsdt(std::span<const uint8_t> bytes, OwnedEvent* 
   if (r.arg_count > LOUPE_USDT_MAX_ARGS) return false;
   event->record.tid = r.tid;
   event->prev_tgid = r.tgid;
-  event->extras().args.assign(r.args, r.args + r.arg_count);
+  if (r.arg_count != 0) event->extras().args.assign(r.args, r.args + r.arg_count);
   if ((r.flags & LOUPE_USDT_STRING) != 0) {
     const size_t header = offsetof(loupe_usdt_event, string);
     if (r.string_length < 0) {
