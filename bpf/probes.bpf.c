@@ -4,6 +4,7 @@
  * decoded from the spec the daemon parsed out of the site's note, found by
  * the attach cookie), and uprobes/uretprobes on functions. */
 #include "include/common.bpf.h"
+#include "include/user_regs.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -44,10 +45,10 @@ static __always_inline int emit_shim(struct pt_regs *ctx, __u16 type)
 		return 0;
 	rec->tid = (__u32)id;
 	rec->tgid = id >> 32;
-	rec->args[0] = PT_REGS_PARM1(ctx);
-	rec->args[1] = PT_REGS_PARM2(ctx);
-	rec->args[2] = PT_REGS_PARM3(ctx);
-	rec->args[3] = PT_REGS_PARM4(ctx);
+	rec->args[0] = user_regs(ctx)->di;
+	rec->args[1] = user_regs(ctx)->si;
+	rec->args[2] = user_regs(ctx)->dx;
+	rec->args[3] = user_regs(ctx)->cx;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -101,7 +102,7 @@ int handle_shim_instant(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct loupe_shim_instant *rec;
-	__u64 count = PT_REGS_PARM4(ctx);
+	__u64 count = user_regs(ctx)->cx;
 	bool strings = false;
 	__u64 size;
 
@@ -112,15 +113,15 @@ int handle_shim_instant(struct pt_regs *ctx)
 		return 0;
 	rec->tid = (__u32)id;
 	rec->tgid = id >> 32;
-	rec->name = PT_REGS_PARM1(ctx);
-	rec->operation = PT_REGS_PARM2(ctx);
+	rec->name = user_regs(ctx)->di;
+	rec->operation = user_regs(ctx)->si;
 	rec->read_error = 0;
 	if (count > LOUPE_SHIM_MAX_FIELDS)
 		count = LOUPE_SHIM_MAX_FIELDS;
 	rec->count = count;
 	if (count > 0 &&
 	    bpf_probe_read_user(rec->fields, count * sizeof(rec->fields[0]),
-				(const void *)PT_REGS_PARM3(ctx)) != 0) {
+				(const void *)user_regs(ctx)->dx) != 0) {
 		rec->read_error = 1;
 		rec->count = 0;
 	}
@@ -160,7 +161,7 @@ static __always_inline __s64 usdt_arg(struct pt_regs *ctx, const struct loupe_us
 		bpf_probe_read_user(&value, sizeof(value), (void *)(address + arg->value));
 		break;
 	case LOUPE_USDT_IP_DEREF:
-		address = PT_REGS_IP(ctx) + arg->value;
+		address = user_regs(ctx)->ip + arg->value;
 		bpf_probe_read_user(&value, sizeof(value), (void *)address);
 		break;
 	default:
@@ -244,12 +245,12 @@ int handle_uprobe_entry(struct pt_regs *ctx)
 	rec->tgid = id >> 32;
 	rec->probe = cookie >> 8;
 	rec->arg_count = cookie & 0xff;
-	rec->values[0] = PT_REGS_PARM1(ctx);
-	rec->values[1] = PT_REGS_PARM2(ctx);
-	rec->values[2] = PT_REGS_PARM3(ctx);
-	rec->values[3] = PT_REGS_PARM4(ctx);
-	rec->values[4] = PT_REGS_PARM5(ctx);
-	rec->values[5] = ctx->r9; /* libbpf 1.1 names only five */
+	rec->values[0] = user_regs(ctx)->di;
+	rec->values[1] = user_regs(ctx)->si;
+	rec->values[2] = user_regs(ctx)->dx;
+	rec->values[3] = user_regs(ctx)->cx;
+	rec->values[4] = user_regs(ctx)->r8;
+	rec->values[5] = user_regs(ctx)->r9;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -270,7 +271,7 @@ int handle_uprobe_return(struct pt_regs *ctx)
 	rec->tgid = id >> 32;
 	rec->probe = cookie >> 8;
 	rec->arg_count = 1;
-	rec->values[0] = PT_REGS_RC(ctx);
+	rec->values[0] = user_regs(ctx)->ax;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #define LOUPE_BPF_INCLUDE_UNWIND_BPF_H_
 
 #include "common.bpf.h"
+#include "user_regs.bpf.h"
 
 /* Off: user stacks by frame pointers only (tracectl attach --unwind=fp). */
 const volatile bool cfg_unwind_tables = true;
@@ -297,7 +298,7 @@ static __always_inline __u32 unwind_user_stack(__u64 *frames, __u32 tgid, __u32 
 					       __u32 truncated)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	const struct loupe_user_regs *regs = user_regs((void *)bpf_task_pt_regs(task));
 	struct unwind_walk walk = {.tgid = tgid, .exact = true};
 	struct unwind_frames *out;
 	__u32 zero = 0;
@@ -371,7 +372,8 @@ static __always_inline __u32 kernel_stack_from(void *ctx, __u64 *frames, __u64 o
  * callers unseen. */
 static __always_inline __u32 leaf_until_tables(__u64 *frames, __u32 tgid, __u32 *flags)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	const struct loupe_user_regs *regs =
+		user_regs((void *)bpf_task_pt_regs(bpf_get_current_task_btf()));
 	__u64 pc = regs->ip;
 
 	request_tables(tgid);
