@@ -1,6 +1,5 @@
 #include "daemon/bpf/sources.h"
 
-#include <bpf/btf.h>
 #include <fmt/format.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -13,9 +12,11 @@
 #include <utility>
 
 #include "daemon/base/proc_root.h"
+#include "daemon/base/status_util.h"
 #include "daemon/bpf/probe_links.h"
 #include "daemon/bpf/skeleton.h"
 #include "daemon/symbols/kallsyms_scan.h"
+#include "daemon/symbols/kernel_btf_scan.h"
 #include "profile.skel.h"
 #include "sched.skel.h"
 
@@ -78,21 +79,16 @@ struct WakerContextPath {
 constexpr const char* kPreemptCount = "__preempt_count";
 
 WakerContextPath ProbeWakerContext(bool preempt_count_in_kallsyms) {
-  btf* kernel = btf__load_vmlinux_btf();
-  if (kernel == nullptr) return {false, "task or timer (no kernel BTF)"};
-  WakerContextPath path{false, "task or timer (no per-CPU preempt count in BTF)"};
-  for (const char* variable : {kPreemptCount}) {
-    if (btf__find_by_name_kind(kernel, variable, BTF_KIND_VAR) <= 0) continue;
-    if (preempt_count_in_kallsyms) {
-      path = {true, fmt::format("preempt_count via {}", variable)};
-    } else {
-      path.description = fmt::format(
-          "task or timer ({} is not in kallsyms: CONFIG_KALLSYMS_ALL is off)", variable);
-    }
-    break;
+  const absl::StatusOr<bool> described = symbols::KernelBtfHasVariable(kPreemptCount);
+  if (!described.ok()) {
+    return {false, fmt::format("task or timer (kernel BTF: {})", MessageOf(described.status()))};
   }
-  btf__free(kernel);
-  return path;
+  if (!*described) return {false, "task or timer (no per-CPU preempt count in BTF)"};
+  if (!preempt_count_in_kallsyms) {
+    return {false, fmt::format("task or timer ({} is not in kallsyms: CONFIG_KALLSYMS_ALL is off)",
+                               kPreemptCount)};
+  }
+  return {true, fmt::format("preempt_count via {}", kPreemptCount)};
 }
 
 bool IsSchedOnly(std::string_view program) {
