@@ -103,6 +103,21 @@ struct KernelFacts {
   std::optional<std::pair<uint64_t, uint64_t>> schedule;  // __schedule's text
 };
 
+namespace {
+
+// Gathered once per process: they hold until the kernel reboots, and
+// reading kallsyms takes 50-75 ms of every attach otherwise (louped runs
+// many sessions).
+const KernelFacts& KernelFactsOnce() {
+  static const KernelFacts facts = [] {
+    const symbols::KallsymsFacts listed = symbols::ScanKallsyms("__schedule", kPreemptCount);
+    return KernelFacts{ProbeWakerContext(listed.variable_listed), listed.function_range};
+  }();
+  return facts;
+}
+
+}  // namespace
+
 struct Sources::Objects {
   std::optional<SchedSkeleton> sched;
   std::optional<ProfileSkeleton> profile;
@@ -246,18 +261,15 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   std::unique_ptr<Sources> sources(new Sources());
   sources->unwind_tables_ = options.unwind == Unwind::kTables &&
                             (options.cpu || (options.sched && options.offcpu_user_stacks));
-  // The kernel's facts are gathered alongside the unwind tables'
-  // compilation: kallsyms (formatted anew by the kernel for each reader) and
-  // kernel BTF (parsed whole) are a large part of an attach.
-  std::future<KernelFacts> probing = std::async(std::launch::async, [] {
-    const symbols::KallsymsFacts listed = symbols::ScanKallsyms("__schedule", kPreemptCount);
-    return KernelFacts{ProbeWakerContext(listed.variable_listed), listed.function_range};
-  });
+  // The kernel's facts (the first time: kallsyms, formatted anew by the
+  // kernel for each reader) are gathered alongside the unwind tables'
+  // compilation.
+  std::future<const KernelFacts&> probing = std::async(std::launch::async, KernelFactsOnce);
   if (sources->unwind_tables_) {
     sources->unwind_.set_credentials(options.credentials);
     sources->unwind_.Prepare(tgids);
   }
-  const KernelFacts kernel = probing.get();
+  const KernelFacts& kernel = probing.get();
   // Feature probe: BTF-typed tracepoints where the kernel has them.
   absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true, kernel);
   sources->features_["sched_tracepoints"] = "tp_btf";
