@@ -34,7 +34,9 @@ TEST(LatencyHistogramTest, ABucketsFloorIsTheSmallestValueItHolds) {
   for (uint64_t v : {0ull, 1ull, 63ull, 64ull, 65ull, 1000ull, 123'456'789ull}) {
     const size_t bucket = LatencyHistogram::Bucket(v);
     EXPECT_LE(LatencyHistogram::BucketFloor(bucket), v);
-    if (bucket > 0) EXPECT_LT(LatencyHistogram::Bucket(LatencyHistogram::BucketFloor(bucket) - 1), bucket);
+    if (bucket > 0) {
+      EXPECT_LT(LatencyHistogram::Bucket(LatencyHistogram::BucketFloor(bucket) - 1), bucket);
+    }
     EXPECT_EQ(LatencyHistogram::Bucket(LatencyHistogram::BucketFloor(bucket)), bucket);
   }
   LatencyHistogram histogram;

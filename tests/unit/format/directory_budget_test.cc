@@ -169,7 +169,9 @@ TEST(DirectoryBudgetTest, WritersShareTheBudgetAndTouchOnlyTheirOwnSegments) {
   // Nothing else was touched.
   for (const auto& [name, content] : before) {
     ASSERT_TRUE(fs::exists(dir.File(name)) || fs::is_symlink(dir.File(name))) << name;
-    if (!fs::is_symlink(dir.File(name))) EXPECT_EQ(Slurp(dir.File(name)), content) << name;
+    if (!fs::is_symlink(dir.File(name))) {
+      EXPECT_EQ(Slurp(dir.File(name)), content) << name;
+    }
   }
   EXPECT_EQ(Slurp(elsewhere.File("linked-000000.loupe")), linked_target);
 
