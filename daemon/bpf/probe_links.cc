@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <new>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -94,8 +95,15 @@ void CloseShare(std::vector<Link>& links, size_t first, size_t stride) {
 
 template <typename Link>
 void CloseAll(std::vector<Link> links) {
+  if (links.empty()) return;
   const size_t threads = std::min(links.size(), kClosingThreads);
   std::vector<std::thread> closers;
+  try {
+    closers.reserve(threads - 1);
+  } catch (const std::bad_alloc&) {  // no memory for threads either: one closer
+    CloseShare(links, 0, 1);
+    return;
+  }
   for (size_t t = 1; t < threads; ++t) {
     try {
       closers.emplace_back([&links, t, threads] { CloseShare(links, t, threads); });
@@ -103,7 +111,7 @@ void CloseAll(std::vector<Link> links) {
       CloseShare(links, t, threads);
     }
   }
-  CloseShare(links, 0, threads == 0 ? 1 : threads);
+  CloseShare(links, 0, threads);
   for (std::thread& closer : closers) closer.join();
 }
 
