@@ -81,6 +81,8 @@ constexpr const char* kPreemptCount = "__preempt_count";
 WakerContextPath ProbeWakerContext(bool preempt_count_in_kallsyms) {
   const absl::StatusOr<bool> described = symbols::KernelBtfHasVariable(kPreemptCount);
   if (!described.ok()) {
+    // The sysfs file is the kernel's own BTF, which the verifier checks the
+    // variable against: without it the preempt count cannot be read.
     return {false, fmt::format("task or timer (kernel BTF: {})", MessageOf(described.status()))};
   }
   if (!*described) return {false, "task or timer (no per-CPU preempt count in BTF)"};
@@ -105,15 +107,9 @@ struct KernelFacts {
 
 namespace {
 
-// Gathered once per process: they hold until the kernel reboots, and
-// reading kallsyms takes 50-75 ms of every attach otherwise (louped runs
-// many sessions).
-const KernelFacts& KernelFactsOnce() {
-  static const KernelFacts facts = [] {
-    const symbols::KallsymsFacts listed = symbols::ScanKallsyms("__schedule", kPreemptCount);
-    return KernelFacts{ProbeWakerContext(listed.variable_listed), listed.function_range};
-  }();
-  return facts;
+KernelFacts GatherKernelFacts() {
+  const symbols::KallsymsFacts listed = symbols::ScanKallsyms("__schedule", kPreemptCount);
+  return KernelFacts{ProbeWakerContext(listed.variable_listed), listed.function_range};
 }
 
 }  // namespace
@@ -261,15 +257,14 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   std::unique_ptr<Sources> sources(new Sources());
   sources->unwind_tables_ = options.unwind == Unwind::kTables &&
                             (options.cpu || (options.sched && options.offcpu_user_stacks));
-  // The kernel's facts (the first time: kallsyms, formatted anew by the
-  // kernel for each reader) are gathered alongside the unwind tables'
-  // compilation.
-  std::future<const KernelFacts&> probing = std::async(std::launch::async, KernelFactsOnce);
+  // The kernel's facts (kallsyms, formatted anew by the kernel for each
+  // reader: 50-75 ms) are gathered alongside the unwind tables' compilation.
+  std::future<KernelFacts> probing = std::async(std::launch::async, GatherKernelFacts);
   if (sources->unwind_tables_) {
     sources->unwind_.set_credentials(options.credentials);
     sources->unwind_.Prepare(tgids);
   }
-  const KernelFacts& kernel = probing.get();
+  const KernelFacts kernel = probing.get();
   // Feature probe: BTF-typed tracepoints where the kernel has them.
   absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true, kernel);
   sources->features_["sched_tracepoints"] = "tp_btf";
