@@ -16,14 +16,18 @@ struct loupe_user_regs {
 	__u64 ip, cs, flags, sp, ss;
 };
 
+#define LOUPE_SAME_OFFSET(field) \
+	(__builtin_offsetof(struct loupe_user_regs, field) == __builtin_offsetof(struct pt_regs, field))
 _Static_assert(sizeof(struct loupe_user_regs) == sizeof(struct pt_regs) &&
-		       __builtin_offsetof(struct loupe_user_regs, di) ==
-			       __builtin_offsetof(struct pt_regs, di) &&
-		       __builtin_offsetof(struct loupe_user_regs, ip) ==
-			       __builtin_offsetof(struct pt_regs, ip) &&
-		       __builtin_offsetof(struct loupe_user_regs, ss) ==
-			       __builtin_offsetof(struct pt_regs, ss),
+		       LOUPE_SAME_OFFSET(r15) && LOUPE_SAME_OFFSET(r14) && LOUPE_SAME_OFFSET(r13) &&
+		       LOUPE_SAME_OFFSET(r12) && LOUPE_SAME_OFFSET(bp) && LOUPE_SAME_OFFSET(bx) &&
+		       LOUPE_SAME_OFFSET(r11) && LOUPE_SAME_OFFSET(r10) && LOUPE_SAME_OFFSET(r9) &&
+		       LOUPE_SAME_OFFSET(r8) && LOUPE_SAME_OFFSET(ax) && LOUPE_SAME_OFFSET(cx) &&
+		       LOUPE_SAME_OFFSET(dx) && LOUPE_SAME_OFFSET(si) && LOUPE_SAME_OFFSET(di) &&
+		       LOUPE_SAME_OFFSET(orig_ax) && LOUPE_SAME_OFFSET(ip) && LOUPE_SAME_OFFSET(flags) &&
+		       LOUPE_SAME_OFFSET(sp),
 	       "struct loupe_user_regs follows the kernel's struct pt_regs");
+#undef LOUPE_SAME_OFFSET
 
 /* A uprobe's context, or what bpf_task_pt_regs returns. */
 static __always_inline const struct loupe_user_regs *user_regs(const void *regs)

@@ -113,9 +113,15 @@ absl::StatusOr<uint64_t> TrailingBytes(const btf_type& type) {
 
 absl::StatusOr<bool> BtfHasVariable(int fd, std::string_view name) {
   btf_header header{};
-  if (::pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
-      header.magic != BTF_MAGIC || header.hdr_len < sizeof header) {
+  const ssize_t got = ::pread(fd, &header, sizeof header, 0);
+  if (got < 0) return ErrnoStatus("read", "BTF header");
+  if (got != static_cast<ssize_t>(sizeof header) || header.magic != BTF_MAGIC ||
+      header.hdr_len < sizeof header) {
     return absl::InvalidArgumentError("not raw BTF (no BTF header)");
+  }
+  if (header.version != BTF_VERSION) {
+    return absl::UnimplementedError(fmt::format("BTF version {}, this reader knows {}",
+                                                header.version, BTF_VERSION));
   }
   // The names of every VAR first (the kernel's are its per-CPU variables,
   // a few hundred), then each looked up in the string section.

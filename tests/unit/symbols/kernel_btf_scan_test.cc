@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,18 @@ ScopedFd FileOf(std::string_view bytes) {
   return fd;
 }
 
+struct BtfFree {
+  void operator()(btf* types) const { btf__free(types); }
+};
+using BtfPtr = std::unique_ptr<btf, BtfFree>;
+
+// A type id from libbpf's builders: a failed add would leave the crafted
+// BTF without the kind a test means to walk past.
+int Added(int id) {
+  EXPECT_GT(id, 0) << "libbpf refused a type";
+  return id;
+}
+
 std::string RawOf(const btf* types) {
   uint32_t size = 0;
   const void* raw = btf__raw_data(types, &size);
@@ -29,49 +42,57 @@ std::string RawOf(const btf* types) {
 // Every kind with trailing data (and some without) ahead of the variables,
 // so a wrong size for any of them derails the walk before it reaches them.
 std::string RawWithEveryKind(bool with_variable) {
-  btf* types = btf__new_empty();
-  const int u32 = btf__add_int(types, "unsigned int", 4, 0);
-  const int pointer = btf__add_ptr(types, u32);
-  btf__add_array(types, u32, u32, 4);
-  const int pair = btf__add_struct(types, "pair", 8);
-  btf__add_field(types, "first", u32, 0, 0);
-  btf__add_field(types, "second", u32, 32, 0);
-  btf__add_union(types, "either", 4);
-  btf__add_field(types, "one", u32, 0, 0);
-  btf__add_enum(types, "colour", 4);
-  btf__add_enum_value(types, "RED", 0);
-  btf__add_enum_value(types, "GREEN", 1);
-  btf__add_enum64(types, "big", 8, false);
-  btf__add_enum64_value(types, "HUGE", 1ULL << 40);
-  btf__add_fwd(types, "opaque", BTF_FWD_STRUCT);
-  btf__add_typedef(types, "pair_t", pair);
-  btf__add_volatile(types, u32);
-  btf__add_const(types, u32);
-  btf__add_restrict(types, pointer);
-  const int prototype = btf__add_func_proto(types, u32);
-  btf__add_func_param(types, "a", u32);
-  btf__add_func_param(types, "b", pointer);
-  const int function = btf__add_func(types, "add", BTF_FUNC_GLOBAL, prototype);
-  btf__add_float(types, "double", 8);
-  btf__add_decl_tag(types, "tagged", function, -1);
-  btf__add_type_tag(types, "user", u32);
+  BtfPtr owned(btf__new_empty());
+  btf* types = owned.get();
+  const int u32 = Added(btf__add_int(types, "unsigned int", 4, 0));
+  const int pointer = Added(btf__add_ptr(types, u32));
+  Added(btf__add_array(types, u32, u32, 4));
+  const int pair = Added(btf__add_struct(types, "pair", 8));
+  EXPECT_EQ(btf__add_field(types, "first", u32, 0, 0), 0);
+  EXPECT_EQ(btf__add_field(types, "second", u32, 32, 0), 0);
+  Added(btf__add_union(types, "either", 4));
+  EXPECT_EQ(btf__add_field(types, "one", u32, 0, 0), 0);
+  Added(btf__add_enum(types, "colour", 4));
+  EXPECT_EQ(btf__add_enum_value(types, "RED", 0), 0);
+  EXPECT_EQ(btf__add_enum_value(types, "GREEN", 1), 0);
+  Added(btf__add_enum64(types, "big", 8, false));
+  EXPECT_EQ(btf__add_enum64_value(types, "HUGE", 1ULL << 40), 0);
+  Added(btf__add_fwd(types, "opaque", BTF_FWD_STRUCT));
+  Added(btf__add_typedef(types, "pair_t", pair));
+  Added(btf__add_volatile(types, u32));
+  Added(btf__add_const(types, u32));
+  Added(btf__add_restrict(types, pointer));
+  const int prototype = Added(btf__add_func_proto(types, u32));
+  EXPECT_EQ(btf__add_func_param(types, "a", u32), 0);
+  EXPECT_EQ(btf__add_func_param(types, "b", pointer), 0);
+  const int function = Added(btf__add_func(types, "add", BTF_FUNC_GLOBAL, prototype));
+  Added(btf__add_float(types, "double", 8));
+  Added(btf__add_decl_tag(types, "tagged", function, -1));
+  Added(btf__add_type_tag(types, "user", u32));
   // A string that is the wanted name's tail, and a VAR whose name only
   // starts with it: neither is the variable.
-  const int near_miss = btf__add_var(types, "__preempt_count_shadow", BTF_VAR_GLOBAL_ALLOCATED, u32);
-  btf__add_var(types, "x__preempt_count", BTF_VAR_GLOBAL_ALLOCATED, u32);
-  btf__add_datasec(types, ".data..percpu", 8);
-  btf__add_datasec_var_info(types, near_miss, 0, 4);
+  const int near_miss =
+      Added(btf__add_var(types, "__preempt_count_shadow", BTF_VAR_GLOBAL_ALLOCATED, u32));
+  Added(btf__add_var(types, "x__preempt_count", BTF_VAR_GLOBAL_ALLOCATED, u32));
+  Added(btf__add_datasec(types, ".data..percpu", 8));
+  EXPECT_EQ(btf__add_datasec_var_info(types, near_miss, 0, 4), 0);
   if (with_variable) {
-    const int wanted = btf__add_var(types, "__preempt_count", BTF_VAR_GLOBAL_ALLOCATED, u32);
-    btf__add_datasec(types, ".data..percpu", 4);
-    btf__add_datasec_var_info(types, wanted, 0, 4);
+    const int wanted =
+        Added(btf__add_var(types, "__preempt_count", BTF_VAR_GLOBAL_ALLOCATED, u32));
+    Added(btf__add_datasec(types, ".data..percpu", 4));
+    EXPECT_EQ(btf__add_datasec_var_info(types, wanted, 0, 4), 0);
   } else {
-    btf__add_struct(types, "__preempt_count", 4);  // the name, not a VAR
-    btf__add_field(types, "value", u32, 0, 0);
+    Added(btf__add_struct(types, "__preempt_count", 4));  // the name, not a VAR
+    EXPECT_EQ(btf__add_field(types, "value", u32, 0, 0), 0);
   }
-  std::string raw = RawOf(types);
-  btf__free(types);
-  return raw;
+  return RawOf(types);
+}
+
+btf_header* HeaderOf(std::string& raw) { return reinterpret_cast<btf_header*>(raw.data()); }
+
+absl::StatusOr<bool> ScanBytes(std::string_view bytes) {
+  ScopedFd file = FileOf(bytes);
+  return BtfHasVariable(file.get(), "__preempt_count");
 }
 
 TEST(KernelBtfScanTest, FindsAVariablePastEveryKindOfType) {
@@ -89,44 +110,75 @@ TEST(KernelBtfScanTest, ANameThatIsNotAVariableIsNotFound) {
 }
 
 TEST(KernelBtfScanTest, DataThatIsNotBtfOrIsCutShortIsAnErrorThatSaysSo) {
-  ScopedFd text = FileOf("this is not BTF at all, just text long enough for a header");
-  absl::StatusOr<bool> not_btf = BtfHasVariable(text.get(), "__preempt_count");
+  absl::StatusOr<bool> not_btf = ScanBytes("this is not BTF at all, just text long enough");
   ASSERT_FALSE(not_btf.ok());
   EXPECT_NE(not_btf.status().message().find("not raw BTF"), std::string_view::npos);
 
-  const std::string raw = RawWithEveryKind(/*with_variable=*/true);
-  const btf_header* header = reinterpret_cast<const btf_header*>(raw.data());
-  // Cut inside the type section, at every length to a few bytes past it.
-  for (size_t cut = header->hdr_len + 1; cut < header->hdr_len + header->type_len; cut += 7) {
-    ScopedFd file = FileOf(std::string_view(raw).substr(0, cut));
-    absl::StatusOr<bool> cut_short = BtfHasVariable(file.get(), "__preempt_count");
-    ASSERT_FALSE(cut_short.ok()) << "cut at " << cut;
+  std::string raw = RawWithEveryKind(/*with_variable=*/true);
+  const btf_header header = *HeaderOf(raw);
+  const size_t strings_end = header.hdr_len + header.str_off + header.str_len;
+  ASSERT_EQ(strings_end, raw.size());
+  // Cut anywhere past the header, through the types and the strings: the
+  // variable is never reported found or absent from a partial file.
+  for (size_t cut = header.hdr_len + 1; cut < strings_end; cut += 5) {
+    absl::StatusOr<bool> cut_short = ScanBytes(std::string_view(raw).substr(0, cut));
+    ASSERT_FALSE(cut_short.ok()) << "cut at " << cut << " of " << raw.size();
     EXPECT_EQ(cut_short.status().code(), absl::StatusCode::kDataLoss) << cut_short.status();
   }
 }
 
+TEST(KernelBtfScanTest, HeadersThatLieAreErrorsNotHangsOrCrashes) {
+  const std::string whole = RawWithEveryKind(/*with_variable=*/true);
+  auto lie = [&](auto&& change) {
+    std::string raw = whole;
+    change(*HeaderOf(raw));
+    return ScanBytes(raw);
+  };
+  EXPECT_EQ(lie([](btf_header& h) { h.hdr_len = 8; }).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lie([](btf_header& h) { h.version = 2; }).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(lie([](btf_header& h) { h.type_len = 0xffffffffu; }).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(lie([](btf_header& h) { h.type_off = 0xfffffff0u; }).status().code(),
+            absl::StatusCode::kDataLoss);
+  // A type section that ends inside a record.
+  EXPECT_EQ(lie([](btf_header& h) { h.type_len -= 2; }).status().code(),
+            absl::StatusCode::kDataLoss);
+  // Strings said to lie past the file: the variable's name cannot be read.
+  EXPECT_EQ(lie([](btf_header& h) { h.str_off = 0xfffff000u; h.str_len = 0xfffu; })
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+  // No VAR at all once the type section is said to be empty.
+  absl::StatusOr<bool> no_types = lie([](btf_header& h) { h.type_len = 0; });
+  ASSERT_TRUE(no_types.ok()) << no_types.status();
+  EXPECT_FALSE(*no_types);
+}
+
 TEST(KernelBtfScanTest, AKindThisReaderDoesNotKnowStopsTheWalkWithItsNumber) {
   std::string raw = RawWithEveryKind(/*with_variable=*/true);
-  const btf_header* header = reinterpret_cast<const btf_header*>(raw.data());
+  const btf_header* header = HeaderOf(raw);
   btf_type* first = reinterpret_cast<btf_type*>(raw.data() + header->hdr_len + header->type_off);
   first->info = 31u << 24;  // kind 31, no members
-  ScopedFd file = FileOf(raw);
-  absl::StatusOr<bool> found = BtfHasVariable(file.get(), "__preempt_count");
+  absl::StatusOr<bool> found = ScanBytes(raw);
   ASSERT_FALSE(found.ok());
   EXPECT_NE(found.status().message().find("kind 31"), std::string_view::npos) << found.status();
 }
 
 // The running kernel's own BTF, checked against libbpf's full parse.
 TEST(KernelBtfScanTest, AgreesWithLibbpfOnThisKernel) {
-  btf* kernel = btf__load_vmlinux_btf();
+  const BtfPtr kernel(btf__parse_raw(std::string(kKernelBtfPath).c_str()));
   if (kernel == nullptr) GTEST_SKIP() << "no kernel BTF here (" << kKernelBtfPath << ")";
+  int variables = 0;
   for (const char* name : {"__preempt_count", "runqueues", "cpu_number", "loupe_no_such_var"}) {
-    const bool expected = btf__find_by_name_kind(kernel, name, BTF_KIND_VAR) > 0;
+    const bool expected = btf__find_by_name_kind(kernel.get(), name, BTF_KIND_VAR) > 0;
+    variables += expected;
     absl::StatusOr<bool> found = KernelBtfHasVariable(name);
     ASSERT_TRUE(found.ok()) << found.status();
     EXPECT_EQ(*found, expected) << name;
   }
-  btf__free(kernel);
+  EXPECT_GT(variables, 0) << "none of the per-CPU variables asked for is in this kernel's BTF";
 }
 
 }  // namespace
