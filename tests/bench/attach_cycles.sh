@@ -6,7 +6,9 @@
 # sites), CYCLES `tracectl attach --detach` + `tracectl detach` one after
 # another; prints the mean of each. Figures only.
 set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 LOUPED TRACECTL [CYCLES] [APP]" >&2; exit 2; }
 louped=$1 tracectl=$2 cycles=${3:-20}
+[ "$cycles" -ge 1 ] || { echo "CYCLES must be at least 1" >&2; exit 2; }
 app=${4:-$(dirname "$tracectl")/../../tests/testprogs/loupe-demo-app}
 work=$(mktemp -d)
 sock=$work/louped.sock
@@ -14,8 +16,12 @@ sock=$work/louped.sock
 daemon=$!
 "$app" 3600 > "$work/app.out" &
 target=$!
-trap 'kill $target $daemon 2> /dev/null; wait 2> /dev/null; rm -rf "$work"' EXIT
-until [ -S "$sock" ] && grep -q ready "$work/app.out"; do sleep 0.05; done
+trap 'kill $target $daemon 2> /dev/null || true; wait 2> /dev/null || true; rm -rf "$work"' EXIT
+waited=0
+until [ -S "$sock" ] && grep -q ready "$work/app.out"; do
+  sleep 0.05; waited=$((waited + 1))
+  [ "$waited" -lt 200 ] || { echo "louped or the app never started: $(cat "$work/louped.log")" >&2; exit 1; }
+done
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 for i in $(seq 1 "$cycles"); do
   t0=$(ms)

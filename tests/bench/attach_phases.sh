@@ -13,14 +13,15 @@ tracectl=$(realpath "${TRACECTL:-$build/tools/tracectl/tracectl}")
 app=$build/tests/testprogs/loupe-demo-app
 repeats=${REPEATS:-3}
 libbpf=$(ldd "$tracectl" | awk '/libbpf\.so/ {print $3}')
+[ -n "$libbpf" ] || { echo "$tracectl is not linked with a shared libbpf to probe" >&2; exit 1; }
 tmp=$(mktemp -d)
 export LOUPE_SOCKET=$tmp/no-louped.sock  # embedded: the tracer is tracectl itself
-trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$tmp"' EXIT
 command -v bpftrace > /dev/null || { echo "bpftrace is needed"; exit 1; }
 
 symbol() {  # the one mangled name matching a pattern, or fail naming it
   local found; found=$(nm "$tracectl" | awk -v p="$1" '$2 == "T" && $3 ~ p {print $3}')
-  [ "$(wc -l <<< "$found")" = 1 ] && [ -n "$found" ] || { echo "no single symbol for $1"; exit 1; }
+  [ "$(wc -l <<< "$found")" = 1 ] && [ -n "$found" ] || { echo "no single symbol for $1" >&2; exit 1; }
   echo "$found"
 }
 start=$(symbol '^_ZN5loupe3bpf7Sources5Start')
@@ -45,12 +46,19 @@ END { clear(@t0); clear(@btf); clear(@load); }
 EOF
 
 "$app" 600 > "$tmp/app.out" 2>&1 &
-until grep -q ready "$tmp/app.out"; do sleep 0.05; done
+waited=0
+until grep -q ready "$tmp/app.out"; do
+  sleep 0.05; waited=$((waited + 1))
+  [ "$waited" -lt 200 ] || { echo "the demo app never became ready" >&2; exit 1; }
+done
 pid=$(awk '/ready/ {print $2}' "$tmp/app.out")
 for run in $(seq 1 "$repeats"); do
   bpftrace "$tmp/phases.bt" > "$tmp/phases.$run" 2>&1 &
   watcher=$!
-  until grep -q Attaching "$tmp/phases.$run" 2> /dev/null; do sleep 0.1; done
+  until grep -q Attaching "$tmp/phases.$run" 2> /dev/null; do
+    kill -0 "$watcher" 2> /dev/null || { echo "bpftrace failed: $(cat "$tmp/phases.$run")" >&2; exit 1; }
+    sleep 0.1
+  done
   sleep 1
   "$tracectl" attach -d 1s -o "$tmp/trace.$run" "$pid" > /dev/null 2>&1 || true
   wait "$watcher" || true

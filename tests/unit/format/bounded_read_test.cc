@@ -95,11 +95,24 @@ TEST_F(CraftedTest, HealthySegmentNumbersItsFramesAndReadsComplete) {
   EXPECT_EQ((*reader)->symbols().frame_number(), 5u);
 }
 
+// Under AddressSanitizer the resident size counts shadow memory: the bombs
+// still go through the reader (its most hostile input), one payload size
+// only, without the memory bound (a figure of the release build).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+constexpr bool kAddressSanitizer = __has_feature(address_sanitizer);
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 // Each bomb packs a payload under the reader's frame bound (its table and
 // parse bounds stop it) or over it (the frame bound does): the reader says
 // "damaged", and its memory stays far below what the bomb asks for.
 TEST_F(CraftedTest, BombsAreDamagedAndCostLittleMemory) {
-  for (size_t payload : {size_t{31} << 20, size_t{48} << 20}) {
+  std::vector<size_t> payloads = {size_t{31} << 20};
+  if (!kAddressSanitizer) payloads.push_back(size_t{48} << 20);
+  for (size_t payload : payloads) {
     const std::vector<testing::CraftedSegment> bombs = testing::CraftBombs(segment_, payload);
     ASSERT_EQ(bombs.size(), 7u);
     for (const testing::CraftedSegment& bomb : bombs) {
@@ -113,7 +126,9 @@ TEST_F(CraftedTest, BombsAreDamagedAndCostLittleMemory) {
       EXPECT_FALSE(read.complete);
       EXPECT_NE(AllProblems(read).find("damaged: "), std::string::npos) << AllProblems(read);
       // The frame's content and the decoded tables, each at most 32 MiB.
-      EXPECT_LT(peak - before, uint64_t{80} << 20) << "peak " << (peak >> 20) << " MiB";
+      if (!kAddressSanitizer) {
+        EXPECT_LT(peak - before, uint64_t{80} << 20) << "peak " << (peak >> 20) << " MiB";
+      }
     }
   }
 }
