@@ -15,9 +15,11 @@ const volatile bool cfg_offcpu_kernel_stacks = true;
  * switch-out's kernel stack starts there. The frames before it are the
  * tracer's (this program, bpf_trace_runN, __traceiter_sched_switch, as many
  * as the kernel has) and are left out at capture; shown, they split one
- * wait's stacks into several rows. */
-const volatile __u64 cfg_schedule_start = 0;
-const volatile __u64 cfg_schedule_end = 0;
+ * wait's stacks into several rows. Writable data rather than read-only
+ * configuration: louped sets it between load and attach, so that the load
+ * does not wait for kallsyms (read in 50-75 ms beside it). */
+volatile __u64 cfg_schedule_start = 0;
+volatile __u64 cfg_schedule_end = 0;
 
 struct task_struct___pre_5_14 {
 	long state;

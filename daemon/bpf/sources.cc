@@ -1,6 +1,7 @@
 #include "daemon/bpf/sources.h"
 
 #include <fmt/format.h>
+#include <linux/btf.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
+#include "daemon/bpf/kernel_symbol_probe.h"
 #include "daemon/bpf/probe_links.h"
 #include "daemon/bpf/skeleton.h"
 #include "daemon/symbols/kallsyms_scan.h"
@@ -69,8 +71,8 @@ uint64_t MonotonicNs() {
 
 // Whether bpf/sched.bpf.c's _pcnt programs can read the per-CPU preempt
 // count: the kernel must describe the variable in BTF (libbpf resolves it
-// there) and list it in kallsyms (the verifier finds its address there,
-// which takes CONFIG_KALLSYMS_ALL).
+// there) and the verifier must find its address (in kallsyms, which lists
+// variables only with CONFIG_KALLSYMS_ALL).
 struct WakerContextPath {
   bool preempt_count = false;
   std::string description;
@@ -78,15 +80,20 @@ struct WakerContextPath {
 
 constexpr const char* kPreemptCount = "__preempt_count";
 
-WakerContextPath ProbeWakerContext(bool preempt_count_in_kallsyms) {
-  const absl::StatusOr<bool> described = symbols::KernelBtfHasVariable(kPreemptCount);
+WakerContextPath ProbeWakerContext() {
+  const absl::StatusOr<std::optional<uint32_t>> described =
+      symbols::KernelBtfTypeId(kPreemptCount, BTF_KIND_VAR);
   if (!described.ok()) {
     // The sysfs file is the kernel's own BTF, which the verifier checks the
     // variable against: without it the preempt count cannot be read.
     return {false, fmt::format("task or timer (kernel BTF: {})", MessageOf(described.status()))};
   }
   if (!*described) return {false, "task or timer (no per-CPU preempt count in BTF)"};
-  if (!preempt_count_in_kallsyms) {
+  const absl::StatusOr<bool> resolved = VerifierResolvesKernelSymbol(**described);
+  if (!resolved.ok()) {
+    return {false, fmt::format("task or timer ({})", MessageOf(resolved.status()))};
+  }
+  if (!*resolved) {
     return {false, fmt::format("task or timer ({} is not in kallsyms: CONFIG_KALLSYMS_ALL is off)",
                                kPreemptCount)};
   }
@@ -95,21 +102,6 @@ WakerContextPath ProbeWakerContext(bool preempt_count_in_kallsyms) {
 
 bool IsSchedOnly(std::string_view program) {
   return program.starts_with("handle_sched_");
-}
-
-}  // namespace
-
-// What the kernel offers that the programs' configuration depends on.
-struct KernelFacts {
-  WakerContextPath waker_context;
-  std::optional<std::pair<uint64_t, uint64_t>> schedule;  // __schedule's text
-};
-
-namespace {
-
-KernelFacts GatherKernelFacts() {
-  const symbols::KallsymsFacts listed = symbols::ScanKallsyms("__schedule", kPreemptCount);
-  return KernelFacts{ProbeWakerContext(listed.variable_listed), listed.function_range};
 }
 
 }  // namespace
@@ -146,8 +138,18 @@ Sources::~Sources() {
   Detach();
 }
 
+absl::Status Sources::LoadSched(const SourceOptions& options, bool preempt_count) {
+  absl::Status loaded = Load(options, /*btf_tracepoints=*/true, preempt_count);
+  features_["sched_tracepoints"] = "tp_btf";
+  if (!loaded.ok() && loaded.code() != absl::StatusCode::kPermissionDenied) {
+    loaded = Load(options, /*btf_tracepoints=*/false, preempt_count);
+    features_["sched_tracepoints"] = "raw_tp (tp_btf unavailable)";
+  }
+  return loaded;
+}
+
 absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
-                           const KernelFacts& kernel) {
+                           bool preempt_count) {
   objects_->sched.reset();
   absl::StatusOr<SchedSkeleton> sched = SchedSkeleton::Open("sched");
   if (!sched.ok()) return sched.status();
@@ -155,14 +157,6 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
   (*sched)->rodata->cfg_offcpu_user_stacks = options.offcpu_user_stacks;
   (*sched)->rodata->cfg_offcpu_kernel_stacks = options.offcpu_kernel_stacks;
   (*sched)->rodata->cfg_unwind_tables = unwind_tables_;
-  if (options.sched && options.offcpu_kernel_stacks) {
-    // Kernel stacks at switch-out start in __schedule: the frames before
-    // it are the tracer's. Without kallsyms they are kept (and shown).
-    if (kernel.schedule) {
-      (*sched)->rodata->cfg_schedule_start = kernel.schedule->first;
-      (*sched)->rodata->cfg_schedule_end = kernel.schedule->second;
-    }
-  }
   bpf_map__set_max_entries((*sched)->maps.unwind_rows,
                            unwind_tables_ ? unwind_.rows_to_reserve(options.follow_children) : 1);
   bpf_map__set_max_entries((*sched)->maps.events, options.ring_bytes);
@@ -173,8 +167,7 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
     const bool raw = name.ends_with("_raw");
     const bool reads_preempt_count = name.find("_pcnt") != std::string_view::npos;
     bpf_program__set_autoload(program, raw != btf_tracepoints &&
-                                           reads_preempt_count ==
-                                               kernel.waker_context.preempt_count &&
+                                           reads_preempt_count == preempt_count &&
                                            (options.sched || !IsSchedOnly(name)));
   }
   if (absl::Status status = sched->Load(); !status.ok()) return status;
@@ -257,22 +250,28 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   std::unique_ptr<Sources> sources(new Sources());
   sources->unwind_tables_ = options.unwind == Unwind::kTables &&
                             (options.cpu || (options.sched && options.offcpu_user_stacks));
-  // The kernel's facts (kallsyms, formatted anew by the kernel for each
-  // reader: 50-75 ms) are gathered alongside the unwind tables' compilation.
-  std::future<KernelFacts> probing = std::async(std::launch::async, GatherKernelFacts);
+  // kallsyms (formatted anew by the kernel for each reader: 50-75 ms) is
+  // read while the unwind tables are compiled and the programs load: only
+  // the attach needs it.
+  std::future<std::optional<symbols::TextRange>> schedule = std::async(
+      std::launch::async, [] { return symbols::KallsymsFunctionRange("__schedule"); });
   if (sources->unwind_tables_) {
     sources->unwind_.set_credentials(options.credentials);
     sources->unwind_.Prepare(tgids);
   }
-  const KernelFacts kernel = probing.get();
-  // Feature probe: BTF-typed tracepoints where the kernel has them.
-  absl::Status loaded = sources->Load(options, /*btf_tracepoints=*/true, kernel);
-  sources->features_["sched_tracepoints"] = "tp_btf";
-  if (!loaded.ok() && loaded.code() != absl::StatusCode::kPermissionDenied) {
-    loaded = sources->Load(options, /*btf_tracepoints=*/false, kernel);
-    sources->features_["sched_tracepoints"] = "raw_tp (tp_btf unavailable)";
+  const WakerContextPath waker_context = ProbeWakerContext();
+  if (absl::Status loaded = sources->LoadSched(options, waker_context.preempt_count);
+      !loaded.ok()) {
+    return loaded;
   }
-  if (!loaded.ok()) return loaded;
+  if (const std::optional<symbols::TextRange> range = schedule.get();
+      range && options.sched && options.offcpu_kernel_stacks) {
+    // Kernel stacks at switch-out start in __schedule: the frames before
+    // it are the tracer's. Without kallsyms they are kept (and shown).
+    loupe_sched* sched = sources->objects_->sched->get();
+    sched->bss->cfg_schedule_start = range->first;
+    sched->bss->cfg_schedule_end = range->second;
+  }
 
   const uint8_t yes = 1;
   for (uint32_t tgid : tgids) {
@@ -306,7 +305,7 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
     if (absl::Status status = sources->OpenSampling(options); !status.ok()) return status;
   }
   if (options.sched) {
-    sources->features_["waker_context"] = kernel.waker_context.description;
+    sources->features_["waker_context"] = waker_context.description;
     sources->features_["cpu_holders"] = "switches recorded while a target waits";
   }
   sources->features_["follow_children"] = options.follow_children ? "in BPF on fork" : "off";

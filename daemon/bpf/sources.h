@@ -30,8 +30,6 @@ enum class SampleEvent { kCpuClock, kCycles };
 // CFI (frame pointers only where a file has none), or by frame pointers.
 enum class Unwind { kTables, kFramePointers };
 
-struct KernelFacts;  // sources.cc
-
 struct SourceOptions {
   bool sched = true;  // switches and wakeups (process lifecycle is always on)
   bool cpu = true;    // CPU sampling
@@ -86,7 +84,10 @@ class Sources {
  private:
   struct Objects;
   Sources();
-  absl::Status Load(const SourceOptions& options, bool btf_tracepoints, const KernelFacts& kernel);
+  // The scheduler object with BTF-typed tracepoints, or raw ones where the
+  // kernel lacks those; with the preempt-count programs or without.
+  absl::Status LoadSched(const SourceOptions& options, bool preempt_count);
+  absl::Status Load(const SourceOptions& options, bool btf_tracepoints, bool preempt_count);
   absl::Status OpenSampling(const SourceOptions& options);
 
   std::unique_ptr<Objects> objects_;  // its sampler links own their perf event fds

@@ -59,31 +59,28 @@ void ForEachKallsymsLine(int fd, const std::function<void(const KallsymsLine&)>&
   if (held > 0) parse(std::string_view(buffer.data(), held));
 }
 
-KallsymsFacts ScanKallsyms(int fd, std::string_view function, std::string_view variable) {
-  KallsymsFacts facts;
+std::optional<TextRange> KallsymsFunctionRange(int fd, std::string_view function) {
   std::vector<uint64_t> text;  // addresses only: names would be tens of MB
   uint64_t start = 0;
   ForEachKallsymsLine(fd, [&](const KallsymsLine& line) {
-    if (line.name == variable) facts.variable_listed = true;
     if (line.address == 0 || (line.type != 't' && line.type != 'T')) return;
     text.push_back(line.address);
     if (line.name == function && line.module.empty() && start == 0) start = line.address;
   });
-  if (start != 0) {
-    // Lines are not wholly sorted (modules follow the core kernel).
-    uint64_t next = UINT64_MAX;
-    for (uint64_t address : text) {
-      if (address > start && address < next) next = address;
-    }
-    if (next != UINT64_MAX) facts.function_range = std::pair{start, next};
+  if (start == 0) return std::nullopt;
+  // Lines are not wholly sorted (modules follow the core kernel).
+  uint64_t next = UINT64_MAX;
+  for (uint64_t address : text) {
+    if (address > start && address < next) next = address;
   }
-  return facts;
+  if (next == UINT64_MAX) return std::nullopt;
+  return TextRange{start, next};
 }
 
-KallsymsFacts ScanKallsyms(std::string_view function, std::string_view variable) {
+std::optional<TextRange> KallsymsFunctionRange(std::string_view function) {
   ScopedFd fd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return {};
-  return ScanKallsyms(fd.get(), function, variable);
+  if (!fd.valid()) return std::nullopt;
+  return KallsymsFunctionRange(fd.get(), function);
 }
 
 }  // namespace loupe::symbols

@@ -26,17 +26,12 @@ std::optional<KallsymsLine> ParseKallsymsLine(std::string_view line);
 // Calls `line` for every well-formed line read from `fd`.
 void ForEachKallsymsLine(int fd, const std::function<void(const KallsymsLine&)>& line);
 
-struct KallsymsFacts {
-  // The kernel text `function` occupies: its address up to the next
-  // function's; nullopt when not listed or addresses are hidden.
-  std::optional<std::pair<uint64_t, uint64_t>> function_range;
-  // Whether `variable` is listed at all (CONFIG_KALLSYMS_ALL lists data).
-  bool variable_listed = false;
-};
-
-KallsymsFacts ScanKallsyms(int fd, std::string_view function, std::string_view variable);
+// The kernel text `function` occupies: its address up to the next
+// function's; nullopt when it is not listed or addresses are hidden.
+using TextRange = std::pair<uint64_t, uint64_t>;
+std::optional<TextRange> KallsymsFunctionRange(int fd, std::string_view function);
 // The same from /proc/kallsyms (nothing found when it cannot be read).
-KallsymsFacts ScanKallsyms(std::string_view function, std::string_view variable);
+std::optional<TextRange> KallsymsFunctionRange(std::string_view function);
 
 }  // namespace loupe::symbols
 

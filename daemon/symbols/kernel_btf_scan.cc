@@ -109,9 +109,37 @@ absl::StatusOr<uint64_t> TrailingBytes(const btf_type& type) {
   }
 }
 
+// Offsets of the string section at which `name` is a whole string (a
+// string may also be another's tail: a type's name is wherever it points).
+absl::StatusOr<std::vector<uint32_t>> NameOffsets(int fd, const btf_header& header,
+                                                          std::string_view name) {
+  const std::string wanted = std::string(name) + '\0';
+  std::vector<uint32_t> offsets;
+  BtfReader strings(fd, uint64_t{header.hdr_len} + header.str_off, header.str_len);
+  std::string window;   // the bytes from `window_start` on, read so far
+  uint64_t window_start = 0;
+  while (strings.left() > 0) {
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(strings.left(), 64 << 10));
+    const size_t kept = window.size();
+    window.resize(kept + take);
+    if (absl::Status read = strings.Read(window.data() + kept, take); !read.ok()) return read;
+    // The carried bytes are one short of a match, so each match found
+    // ends in the new chunk and is found once.
+    for (size_t at = window.find(wanted); at != std::string::npos;
+         at = window.find(wanted, at + 1)) {
+      offsets.push_back(static_cast<uint32_t>(window_start + at));
+    }
+    // Keep what a match crossing into the next chunk would start in.
+    const size_t carry = std::min(window.size(), wanted.size() - 1);
+    window_start += window.size() - carry;
+    window.erase(0, window.size() - carry);
+  }
+  return offsets;
+}
+
 }  // namespace
 
-absl::StatusOr<bool> BtfHasVariable(int fd, std::string_view name) {
+absl::StatusOr<std::optional<uint32_t>> BtfTypeId(int fd, std::string_view name, uint32_t kind) {
   btf_header header{};
   const ssize_t got = ::pread(fd, &header, sizeof header, 0);
   if (got < 0) return ErrnoStatus("read", "BTF header");
@@ -123,37 +151,33 @@ absl::StatusOr<bool> BtfHasVariable(int fd, std::string_view name) {
     return absl::UnimplementedError(fmt::format("BTF version {}, this reader knows {}",
                                                 header.version, BTF_VERSION));
   }
-  // The names of every VAR first (the kernel's are its per-CPU variables,
-  // a few hundred), then each looked up in the string section.
-  std::vector<uint32_t> variable_names;
+  // The strings first (the name's few offsets), then the types, numbered
+  // from 1 in their order (0 is void).
+  absl::StatusOr<std::vector<uint32_t>> named = NameOffsets(fd, header, name);
+  if (!named.ok()) return named.status();
+  // Walked to its end: a section that lies about its length is an error
+  // even past the type wanted.
+  std::optional<uint32_t> found;
   BtfReader types(fd, uint64_t{header.hdr_len} + header.type_off, header.type_len);
-  while (types.left() > 0) {
+  for (uint32_t id = 1; types.left() > 0; ++id) {
     btf_type type{};
     if (absl::Status read = types.Read(&type, sizeof type); !read.ok()) return read;
     absl::StatusOr<uint64_t> trailing = TrailingBytes(type);
     if (!trailing.ok()) return trailing.status();
-    if (BTF_INFO_KIND(type.info) == BTF_KIND_VAR) variable_names.push_back(type.name_off);
+    if (!found && BTF_INFO_KIND(type.info) == kind &&
+        std::ranges::find(*named, type.name_off) != named->end()) {
+      found = id;
+    }
     if (absl::Status skipped = types.Skip(*trailing); !skipped.ok()) return skipped;
   }
-  std::string candidate(name.size() + 1, '\0');
-  for (uint32_t name_off : variable_names) {
-    if (name_off + name.size() + 1 > header.str_len) continue;
-    const uint64_t at = uint64_t{header.hdr_len} + header.str_off + name_off;
-    if (::pread(fd, candidate.data(), candidate.size(), static_cast<off_t>(at)) !=
-        static_cast<ssize_t>(candidate.size())) {
-      return absl::DataLossError("BTF string section cut short");
-    }
-    if (std::string_view(candidate).substr(0, name.size()) == name && candidate.back() == '\0') {
-      return true;
-    }
-  }
-  return false;
+  return found;
 }
 
-absl::StatusOr<bool> KernelBtfHasVariable(std::string_view name, std::string_view path) {
+absl::StatusOr<std::optional<uint32_t>> KernelBtfTypeId(std::string_view name, uint32_t kind,
+                                                        std::string_view path) {
   ScopedFd fd(::open(std::string(path).c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("open", path);
-  absl::StatusOr<bool> found = BtfHasVariable(fd.get(), name);
+  absl::StatusOr<std::optional<uint32_t>> found = BtfTypeId(fd.get(), name, kind);
   if (!found.ok()) {
     return absl::Status(found.status().code(),
                         fmt::format("{}: {}", path, MessageOf(found.status())));

@@ -26,7 +26,7 @@ symbol() {  # the one mangled name matching a pattern, or fail naming it
 }
 start=$(symbol '^_ZN5loupe3bpf7Sources5Start')
 prepare=$(symbol '^_ZN5loupe3bpf10UnwindMaps7Prepare')
-kallsyms=$(symbol '^_ZN5loupe7symbols12ScanKallsymsESt17')
+kallsyms=$(symbol '^_ZN5loupe7symbols(12ScanKallsyms|21KallsymsFunctionRange)ESt17')
 
 cat > "$tmp/phases.bt" << EOF
 tracepoint:syscalls:sys_enter_execve /str(args->filename) == "$tracectl"/ { @t0 = nsecs; }

@@ -5,7 +5,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,7 +43,8 @@ std::string RawOf(const btf* types) {
 
 // Every kind with trailing data (and some without) ahead of the variables,
 // so a wrong size for any of them derails the walk before it reaches them.
-std::string RawWithEveryKind(bool with_variable) {
+// `wanted_id` gets the id libbpf gave the variable.
+std::string RawWithEveryKind(bool with_variable, int* wanted_id = nullptr) {
   BtfPtr owned(btf__new_empty());
   btf* types = owned.get();
   const int u32 = Added(btf__add_int(types, "unsigned int", 4, 0));
@@ -79,6 +82,7 @@ std::string RawWithEveryKind(bool with_variable) {
   if (with_variable) {
     const int wanted =
         Added(btf__add_var(types, "__preempt_count", BTF_VAR_GLOBAL_ALLOCATED, u32));
+    if (wanted_id != nullptr) *wanted_id = wanted;
     Added(btf__add_datasec(types, ".data..percpu", 4));
     EXPECT_EQ(btf__add_datasec_var_info(types, wanted, 0, 4), 0);
   } else {
@@ -90,27 +94,61 @@ std::string RawWithEveryKind(bool with_variable) {
 
 btf_header* HeaderOf(std::string& raw) { return reinterpret_cast<btf_header*>(raw.data()); }
 
-absl::StatusOr<bool> ScanBytes(std::string_view bytes) {
+using FoundId = absl::StatusOr<std::optional<uint32_t>>;
+
+FoundId ScanBytes(std::string_view bytes) {
   ScopedFd file = FileOf(bytes);
-  return BtfHasVariable(file.get(), "__preempt_count");
+  return BtfTypeId(file.get(), "__preempt_count", BTF_KIND_VAR);
 }
 
-TEST(KernelBtfScanTest, FindsAVariablePastEveryKindOfType) {
-  ScopedFd file = FileOf(RawWithEveryKind(/*with_variable=*/true));
-  absl::StatusOr<bool> found = BtfHasVariable(file.get(), "__preempt_count");
+TEST(KernelBtfScanTest, FindsAVariablesIdPastEveryKindOfType) {
+  int wanted = 0;
+  FoundId found = ScanBytes(RawWithEveryKind(/*with_variable=*/true, &wanted));
   ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_TRUE(*found);
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ(**found, static_cast<uint32_t>(wanted));
 }
 
-TEST(KernelBtfScanTest, ANameThatIsNotAVariableIsNotFound) {
-  ScopedFd file = FileOf(RawWithEveryKind(/*with_variable=*/false));
-  absl::StatusOr<bool> found = BtfHasVariable(file.get(), "__preempt_count");
+TEST(KernelBtfScanTest, ANameOfAnotherKindIsNotFoundAsAVariable) {
+  FoundId found = ScanBytes(RawWithEveryKind(/*with_variable=*/false));
   ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_FALSE(*found);
+  EXPECT_FALSE(found->has_value());
+}
+
+// Strings cross the reader's 64 KiB chunks: a name cut between two reads,
+// and a type named by the tail of a longer string, are still found.
+TEST(KernelBtfScanTest, NamesAcrossReadsAndNamesThatAreTailsAreFound) {
+  BtfPtr owned(btf__new_empty());
+  btf* types = owned.get();
+  const int u32 = Added(btf__add_int(types, "unsigned int", 4, 0));
+  // "" and "unsigned int" take 14 bytes: "__preempt_count" starts at 65530.
+  const std::string filler(65515, 'f');
+  Added(btf__add_typedef(types, filler.c_str(), u32));
+  const int variable = Added(btf__add_var(types, "__preempt_count", BTF_VAR_GLOBAL_ALLOCATED, u32));
+  std::string raw = RawOf(types);
+  FoundId found = ScanBytes(raw);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ(**found, static_cast<uint32_t>(variable));
+
+  // The same variable named by pointing into "x__preempt_count", one past its start.
+  BtfPtr tail_owned(btf__new_empty());
+  const int tail_u32 = Added(btf__add_int(tail_owned.get(), "unsigned int", 4, 0));
+  const int longer =
+      Added(btf__add_var(tail_owned.get(), "x__preempt_count", BTF_VAR_GLOBAL_ALLOCATED, tail_u32));
+  std::string tail_raw = RawOf(tail_owned.get());
+  const btf_header* header = HeaderOf(tail_raw);
+  auto* var = reinterpret_cast<btf_type*>(tail_raw.data() + header->hdr_len + header->type_off +
+                                          sizeof(btf_type) + 4);  // past the INT and its word
+  ++var->name_off;
+  FoundId tail = ScanBytes(tail_raw);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  ASSERT_TRUE(tail->has_value());
+  EXPECT_EQ(**tail, static_cast<uint32_t>(longer));
 }
 
 TEST(KernelBtfScanTest, DataThatIsNotBtfOrIsCutShortIsAnErrorThatSaysSo) {
-  absl::StatusOr<bool> not_btf = ScanBytes("this is not BTF at all, just text long enough");
+  FoundId not_btf = ScanBytes("this is not BTF at all, just text long enough");
   ASSERT_FALSE(not_btf.ok());
   EXPECT_NE(not_btf.status().message().find("not raw BTF"), std::string_view::npos);
 
@@ -121,7 +159,7 @@ TEST(KernelBtfScanTest, DataThatIsNotBtfOrIsCutShortIsAnErrorThatSaysSo) {
   // Cut anywhere past the header, through the types and the strings: the
   // variable is never reported found or absent from a partial file.
   for (size_t cut = header.hdr_len + 1; cut < strings_end; cut += 5) {
-    absl::StatusOr<bool> cut_short = ScanBytes(std::string_view(raw).substr(0, cut));
+    FoundId cut_short = ScanBytes(std::string_view(raw).substr(0, cut));
     ASSERT_FALSE(cut_short.ok()) << "cut at " << cut << " of " << raw.size();
     EXPECT_EQ(cut_short.status().code(), absl::StatusCode::kDataLoss) << cut_short.status();
   }
@@ -151,9 +189,9 @@ TEST(KernelBtfScanTest, HeadersThatLieAreErrorsNotHangsOrCrashes) {
                 .code(),
             absl::StatusCode::kDataLoss);
   // No VAR at all once the type section is said to be empty.
-  absl::StatusOr<bool> no_types = lie([](btf_header& h) { h.type_len = 0; });
+  FoundId no_types = lie([](btf_header& h) { h.type_len = 0; });
   ASSERT_TRUE(no_types.ok()) << no_types.status();
-  EXPECT_FALSE(*no_types);
+  EXPECT_FALSE(no_types->has_value());
 }
 
 TEST(KernelBtfScanTest, AKindThisReaderDoesNotKnowStopsTheWalkWithItsNumber) {
@@ -161,7 +199,7 @@ TEST(KernelBtfScanTest, AKindThisReaderDoesNotKnowStopsTheWalkWithItsNumber) {
   const btf_header* header = HeaderOf(raw);
   btf_type* first = reinterpret_cast<btf_type*>(raw.data() + header->hdr_len + header->type_off);
   first->info = 31u << 24;  // kind 31, no members
-  absl::StatusOr<bool> found = ScanBytes(raw);
+  FoundId found = ScanBytes(raw);
   ASSERT_FALSE(found.ok());
   EXPECT_NE(found.status().message().find("kind 31"), std::string_view::npos) << found.status();
 }
@@ -172,13 +210,20 @@ TEST(KernelBtfScanTest, AgreesWithLibbpfOnThisKernel) {
   if (kernel == nullptr) GTEST_SKIP() << "no kernel BTF here (" << kKernelBtfPath << ")";
   int variables = 0;
   for (const char* name : {"__preempt_count", "runqueues", "cpu_number", "loupe_no_such_var"}) {
-    const bool expected = btf__find_by_name_kind(kernel.get(), name, BTF_KIND_VAR) > 0;
-    variables += expected;
-    absl::StatusOr<bool> found = KernelBtfHasVariable(name);
+    const int expected = btf__find_by_name_kind(kernel.get(), name, BTF_KIND_VAR);
+    variables += expected > 0;
+    FoundId found = KernelBtfTypeId(name, BTF_KIND_VAR);
     ASSERT_TRUE(found.ok()) << found.status();
-    EXPECT_EQ(*found, expected) << name;
+    EXPECT_EQ(found->value_or(0), static_cast<uint32_t>(std::max(expected, 0))) << name;
   }
   EXPECT_GT(variables, 0) << "none of the per-CPU variables asked for is in this kernel's BTF";
+  for (const char* name : {"schedule", "do_nanosleep"}) {
+    FoundId found = KernelBtfTypeId(name, BTF_KIND_FUNC);
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ(found->value_or(0),
+              static_cast<uint32_t>(btf__find_by_name_kind(kernel.get(), name, BTF_KIND_FUNC)))
+        << name;
+  }
 }
 
 }  // namespace
