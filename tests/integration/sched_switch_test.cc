@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "daemon/bpf/ring_buffer.h"
 #include "daemon/bpf/skeleton.h"
+#include "daemon/symbols/kallsyms_scan.h"
 #include "sched.skel.h"
 #include "shared/records.h"
 #include "tests/support/privileged.h"
@@ -43,6 +45,12 @@ TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
     bpf_program__set_autoload(program, !name.ends_with("_raw") && name.find("_pcnt") == std::string_view::npos);
   }
   ASSERT_TRUE(skel->Load().ok());
+  // Set between load and attach, as a session does: switch-out kernel
+  // stacks then start inside __schedule, the tracer's frames left out.
+  const std::optional<symbols::TextRange> schedule = symbols::KallsymsFunctionRange("__schedule");
+  ASSERT_TRUE(schedule.has_value()) << "__schedule's address is not in kallsyms for root";
+  (*skel)->bss->cfg_schedule_start = schedule->first;
+  (*skel)->bss->cfg_schedule_end = schedule->second;
   const uint32_t tgid = static_cast<uint32_t>(getpid());
   const uint8_t yes = 1;
   ASSERT_EQ(bpf_map__update_elem((*skel)->maps.target_tgids, &tgid, sizeof tgid, &yes, sizeof yes,
@@ -67,7 +75,7 @@ TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
   while (ThreadState(tid) != 'S') usleep(1000);
   const uint64_t expected = testing::ContextSwitches(getpid(), tid);
 
-  uint64_t switched_out = 0, unnamed_sides = 0;
+  uint64_t switched_out = 0, unnamed_sides = 0, outside_schedule = 0;
   auto ring =
       RingBuffer::Create(bpf_map__fd((*skel)->maps.events), [&](std::span<const uint8_t> bytes) {
         loupe_record_header hdr;
@@ -79,6 +87,11 @@ TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
         std::memcpy(&rec, bytes.data(), bytes.size());
         if (rec.prev_tid == static_cast<uint32_t>(worker_tid.load())) {
           EXPECT_GT(rec.kernel_depth, 0) << "switch-out without a stack";
+          const uint64_t innermost = rec.frames[rec.user_depth];
+          if (rec.kernel_depth > 0 &&
+              (innermost < schedule->first || innermost >= schedule->second)) {
+            ++outside_schedule;
+          }
         }
         // Switches between other processes are recorded too while a
         // target waits for that CPU: their sides are named, targets never.
@@ -96,6 +109,7 @@ TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
   EXPECT_GE(expected, 50u);
   EXPECT_EQ(switched_out, expected);
   EXPECT_EQ(unnamed_sides, 0u) << "a non-target side without its name, or a target with one";
+  EXPECT_EQ(outside_schedule, 0u) << "switch-out kernel stacks that do not start in __schedule";
 
   uint64_t ring_full = 0;
   const uint32_t key = LOUPE_CNT_RING_FULL_SCHED;
