@@ -180,7 +180,12 @@ absl::StatusOr<std::unique_ptr<SegmentWriter>> SegmentWriter::Create(WriterOptio
   std::unique_ptr<SegmentWriter> writer(new SegmentWriter(
       std::move(options), std::move(header), std::move(preamble), std::move(symbols),
       *std::move(compressor)));
-  if (absl::Status status = writer->OpenDirectory(); !status.ok()) return status;
+  if (absl::Status status = writer->OpenDirectory(); !status.ok()) {
+    // No folder, no budget joined: there is nothing to seal, and sealing
+    // would write into the unset directory (the root, for root).
+    writer->closed_ = true;
+    return status;
+  }
   return writer;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "daemon/format/segment_writer.h"
 #include "daemon/format/trace_reader.h"
@@ -107,6 +108,36 @@ TEST(SegmentWriterCloseTest, ClosedWriterNeverCallsItsHooksAgain) {
   EXPECT_EQ(hooks.symbol_tables, at_close.symbol_tables);
   for (const std::string& name : Names(dir)) {
     EXPECT_FALSE(name.ends_with(".active")) << name << " left unsealed";
+  }
+}
+
+// A folder that cannot be created (here: below a regular file) fails the
+// writer's creation and nothing else: no hook is called and no file is
+// written anywhere. Before, the failed writer sealed an empty segment at
+// its destructor into the unset directory — "/" for root — and crashed on
+// the budget it had never joined, taking louped and its sessions down.
+TEST(SegmentWriterCloseTest, AFolderThatCannotBeCreatedFailsCreateAndWritesNothing) {
+  testing::TempDir root;
+  const std::string file = root.File("a-file");
+  { std::ofstream(file) << "not a folder"; }
+  Hooks hooks;
+  WriterOptions options{.directory = file + "/traces", .session_id = "refused-folder"};
+  auto writer = SegmentWriter::Create(
+      options, v1::SegmentHeader(), [&hooks](SegmentWriter&) { ++hooks.preambles; },
+      [&hooks] {
+        ++hooks.symbol_tables;
+        return v1::SymbolTable();
+      });
+  ASSERT_FALSE(writer.ok());
+  EXPECT_NE(writer.status().message().find("create directory " + file + "/traces"),
+            std::string_view::npos)
+      << writer.status();
+  EXPECT_EQ(hooks.preambles, 0);
+  EXPECT_EQ(hooks.symbol_tables, 0);
+  for (const std::string& dir : {std::string("/"), fs::current_path().string(), root.path()}) {
+    for (const std::string& name : Names(dir)) {
+      EXPECT_FALSE(name.starts_with("refused-folder")) << name << " written in " << dir;
+    }
   }
 }
 
