@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "daemon/base/proc_root.h"
+#include "daemon/base/read_file.h"
 #include "daemon/base/scoped_fd.h"
 
 namespace loupe::session {
@@ -25,9 +25,9 @@ namespace fs = std::filesystem;
 constexpr unsigned kPfKthread = 0x00200000;  // PF_KTHREAD in stat's flags
 
 bool ReadText(const std::string& path, std::string* out) {
-  std::ifstream in(path);
-  if (!in) return false;
-  out->assign(std::istreambuf_iterator<char>(in), {});
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return false;
+  *out = *std::move(text);
   return true;
 }
 

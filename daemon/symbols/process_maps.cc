@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <iterator>
 
 #include "daemon/base/proc_root.h"
-#include "daemon/base/status_util.h"
+#include "daemon/base/read_file.h"
 
 namespace loupe::symbols {
 namespace {
@@ -72,11 +70,9 @@ std::vector<Mapping> ParseProcMaps(std::string_view text) {
 }
 
 absl::StatusOr<std::vector<Mapping>> ReadProcMaps(uint32_t pid) {
-  const std::string path = ProcPath(pid, "/maps");
-  std::ifstream in(path);
-  if (!in) return ErrnoStatus("open", path);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
-  return ParseProcMaps(text);
+  absl::StatusOr<std::string> text = ReadWholeFile(ProcPath(pid, "/maps"));
+  if (!text.ok()) return text.status();
+  return ParseProcMaps(*text);
 }
 
 const Mapping* FindMapping(const std::vector<Mapping>& mappings, uint64_t address) {
