@@ -131,6 +131,7 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
     kinds.push_back(row);
   }
   doc["request_kinds"] = kinds;
+  doc["ends_without_begin"] = model.ends_without_begin();
   Json slowest = Json::array();
   for (const RequestReport& request : model.slowest()) {
     slowest.push_back(Request(request, model.first_ns()));

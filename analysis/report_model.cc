@@ -126,8 +126,12 @@ void ReportModel::Begin(const format::Record& record, const RequestMark& mark) {
   Settle(record.tid, account, record.time_ns);
   if (kind_stats_.size() < kinds_.kinds().size()) kind_stats_.resize(kinds_.kinds().size());
   if (account.open.size() >= kMaxOpenPerThread) {
-    ++kind_stats_[mark.kind].unpaired_begins;
-    return;
+    // The oldest is given up, not the new one: a begin whose end was lost
+    // (a full ring) stays open below everything after it, and refusing new
+    // begins would leave every later request on the thread unpaired.
+    ++kind_stats_[account.open.front().kind].unpaired_begins;
+    account.open.erase(account.open.begin());
+    account.ledger.Close();
   }
   account.open.push_back({mark.kind, mark.key, record.time_ns,
                           {mark.args.begin(), mark.args.end()}, account.ledger.Now()});
@@ -141,11 +145,14 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
   };
   if (it == accounts_.end() ||
       std::find_if(it->second.open.begin(), it->second.open.end(), matches) == it->second.open.end()) {
-    // Begun before the trace (or filtered out): only a kind's own end is counted.
-    if (mark.kind != UINT32_MAX && Wanted(record, mark)) {
-      if (kind_stats_.size() < kinds_.kinds().size()) kind_stats_.resize(kinds_.kinds().size());
-      ++kind_stats_[mark.kind].unpaired_ends;
+    // Begun before the trace, its begin lost, or filtered out.
+    if (!Wanted(record, mark)) return;
+    if (mark.kind == UINT32_MAX) {
+      ++ends_without_begin_;
+      return;
     }
+    if (kind_stats_.size() < kinds_.kinds().size()) kind_stats_.resize(kinds_.kinds().size());
+    ++kind_stats_[mark.kind].unpaired_ends;
     return;
   }
   ThreadAccount& account = it->second;

@@ -123,6 +123,9 @@ class ReportModel {
   const std::vector<ThreadReport>& threads() const { return thread_reports_; }
   const StackProfile& stacks() const { return stacks_; }
   const std::map<std::string, uint64_t>& usdt() const { return usdt_; }
+  // Span and operation ends whose begin is not in the trace (begun before
+  // it, or the begin was lost): an end does not name its kind.
+  uint64_t ends_without_begin() const { return ends_without_begin_; }
   const ReportOptions& options() const { return options_; }
   // Sampled: self and total samples per function.
   struct FunctionCost {
@@ -187,6 +190,7 @@ class ReportModel {
   std::vector<Finished> finished_;  // the slowest, slowest first
   std::map<std::string, uint64_t> usdt_;
   absl::flat_hash_map<uint64_t, std::string> wait_of_;  // evidence -> class name
+  uint64_t ends_without_begin_ = 0;
   uint64_t first_ns_ = 0, last_ns_ = 0;
   uint32_t sample_hz_ = 0;
   std::vector<KindReport> kind_reports_;

@@ -94,6 +94,11 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
                      model.sample_hz());
 
   if (model.kinds().empty()) out += "\nno requests (spans, operations, uprobe %return calls, --request pairs)\n";
+  if (model.ends_without_begin() != 0) {
+    out += fmt::format("\n{} span or operation ends without their begin (begun before the trace, "
+                       "or the begin was lost): their kinds are not known\n",
+                       model.ends_without_begin());
+  }
   for (const KindReport& kind : model.kinds()) {
     out += fmt::format("\n{} ({}): {} requests, p50 {}, p90 {}, p99 {}, max {}\n", kind.kind.name,
                        RequestSourceName(kind.kind.source), kind.count, Ms(kind.p50_ns),

@@ -176,5 +176,34 @@ TEST(ReportModelTest, UnpairedBeginsAndEndsAreCountedNotLost) {
             std::string::npos);
 }
 
+// Spans that lost their ends to a full ring stay open under later ones:
+// past the per-thread cap the oldest is given up, so the spans after the
+// loss still pair (before, every later begin was refused as unpaired). A
+// span end whose begin was lost is counted, though its kind is unknown.
+TEST(ReportModelTest, SpansAfterLostEndsStillPairAndLostBeginsAreCounted) {
+  ReportModel model({});
+  Preamble(model, 100);
+  uint64_t t = 1'000;
+  for (uint64_t id = 1; id <= 100; ++id, t += 10) {  // their ends were lost
+    model.Add({.time_ns = t, .tid = kHandler, .payload = format::SpanBegin{.span_id = id, .name = "handle"}});
+  }
+  for (uint64_t id = 101; id <= 110; ++id, t += 100) {
+    model.Add({.time_ns = t, .tid = kHandler, .payload = format::SpanBegin{.span_id = id, .name = "handle"}});
+    model.Add({.time_ns = t + 50, .tid = kHandler, .payload = format::SpanEnd{id}});
+  }
+  for (uint64_t id = 200; id < 203; ++id, t += 10) {  // their begins were lost
+    model.Add({.time_ns = t, .tid = kHandler, .payload = format::SpanEnd{id}});
+  }
+  model.Finish();
+  const KindReport* span = KindNamed(model, "handle");
+  ASSERT_NE(span, nullptr);
+  EXPECT_EQ(span->count, 10u);
+  EXPECT_EQ(span->max_ns, 50u);
+  EXPECT_EQ(span->unpaired_begins, 100u);
+  EXPECT_EQ(model.ends_without_begin(), 3u);
+  EXPECT_NE(ReportText(model, {}).find("3 span or operation ends without their begin"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace loupe::analysis
