@@ -263,8 +263,11 @@ absl::StatusOr<v1::SessionStatus> SessionManager::Detach(const std::string& id,
   }
   absl::StatusOr<Ended> ended = End(id, fmt::format("detached by uid {}", caller.uid));
   if (!ended.ok()) return ended.status();
-  if (!ended->status.ok()) return ended->status;
-  return ToProto(ended->stats, ended->owner);
+  // A failed end still has figures (the losses it counted): the caller gets
+  // both, and decides its verdict from both.
+  v1::SessionStatus status = ToProto(ended->stats, ended->owner);
+  if (!ended->status.ok()) status.set_end_error(std::string(MessageOf(ended->status)));
+  return status;
 }
 
 absl::StatusOr<std::vector<v1::SessionStatus>> SessionManager::Status(

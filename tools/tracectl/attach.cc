@@ -125,16 +125,21 @@ struct Outcome {
   std::string directory, id;
   uint64_t segments = 0, events = 0, bytes = 0;
   std::map<std::string, uint64_t> losses;
+  std::string end_error;  // the session's end failed: a segment not written or sealed
 };
 
+// The figures are printed whatever happened at the end: a full disk is a
+// trace with losses (counted), not a failed command.
 int PrintOutcome(const Outcome& outcome) {
   fmt::print("trace: {}/{}-*.loupe ({} segment(s), {} events, {:.1f} MB)\n", outcome.directory,
              outcome.id, outcome.segments, outcome.events,
              static_cast<double>(outcome.bytes) / 1e6);
   const format::LossTally tally = format::TallyLosses(outcome.losses);
   for (const std::string& line : tally.Lines()) fmt::print("{}\n", line);
-  fmt::print("verdict: {}\n", tally.complete() ? "complete" : "INCOMPLETE");
-  return tally.complete() ? kExitOk : kExitIncomplete;
+  if (!outcome.end_error.empty()) fmt::print("error at the end: {}\n", outcome.end_error);
+  const bool complete = tally.complete() && outcome.end_error.empty();
+  fmt::print("verdict: {}\n", complete ? "complete" : "INCOMPLETE");
+  return complete ? kExitOk : kExitIncomplete;
 }
 
 // Probes that did not make it are named; the session runs without them.
@@ -222,6 +227,7 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
   Outcome outcome{final_status->output_dir(), final_status->session_id(), final_status->segments(),
                   final_status->events(), final_status->bytes_written()};
   for (const auto& [what, count] : final_status->losses()) outcome.losses[what] = count;
+  outcome.end_error = final_status->end_error();
   return PrintOutcome(outcome);
 }
 
@@ -268,11 +274,11 @@ int AttachEmbedded(const AttachOptions& attach, v1::AttachRequest request) {
     }
   }
   if (live) fmt::print(stderr, "\n");
-  absl::Status stopped = (*session)->Stop();
-  if (!stopped.ok()) return Fail(stopped);
+  const absl::Status stopped = (*session)->Stop();
   const session::SessionStats stats = (*session)->stats();
-  return PrintOutcome(
-      {stats.directory, stats.id, stats.segments, stats.events, stats.bytes_written, stats.losses});
+  return PrintOutcome({stats.directory, stats.id, stats.segments, stats.events,
+                       stats.bytes_written, stats.losses,
+                       stopped.ok() ? "" : std::string(MessageOf(stopped))});
 }
 
 }  // namespace

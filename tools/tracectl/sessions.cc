@@ -27,6 +27,7 @@ void Print(const v1::SessionStatus& status, bool json) {
              static_cast<double>(status.bytes_written()) / 1e6, status.output_dir());
   for (const std::string& line : tally.Lines()) fmt::print("    {}\n", line);
   if (!status.last_error().empty()) fmt::print("    error: {}\n", status.last_error());
+  if (!status.end_error().empty()) fmt::print("    error at the end: {}\n", status.end_error());
   if (status.probe_sites() != 0) fmt::print("    probe sites: {}\n", status.probe_sites());
   for (const std::string& warning : status.warnings()) fmt::print("    warning: {}\n", warning);
 }
@@ -92,7 +93,7 @@ int RunSessionCommand(const CLI::App& app, const SessionsOptions& options) {
     Print(*final_status, options.json);
     const format::LossTally tally =
         format::TallyLosses({final_status->losses().begin(), final_status->losses().end()});
-    return tally.complete() ? kExitOk : kExitIncomplete;
+    return tally.complete() && final_status->end_error().empty() ? kExitOk : kExitIncomplete;
   }
   const bool all = !app.got_subcommand("status") || options.session_id.empty();
   absl::StatusOr<v1::StatusResponse> response = daemon->Status(all ? "" : options.session_id);

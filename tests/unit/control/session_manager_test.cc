@@ -47,6 +47,7 @@ struct World {
   Gate start_gate, stop_gate;
   std::mutex mutex;
   std::set<std::string> finished;  // sessions that "finished by themselves"
+  std::set<std::string> failing_ends;  // sessions whose last segment cannot be written
   std::map<std::string, ManagedSession::Deadline> deadlines;  // passed to Stop
   std::map<std::string, ManagedSession::Deadline> hurried;    // passed to Hurry
 };
@@ -69,10 +70,17 @@ class FakeSession final : public ManagedSession {
     }
     ++world_->stops;
     world_->stop_gate.Wait();
+    bool fails;
+    {
+      std::lock_guard<std::mutex> lock(world_->mutex);
+      fails = world_->failing_ends.contains(options_.writer.session_id);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.running = false;
     stats_.events = 123;
-    return absl::OkStatus();
+    if (!fails) return absl::OkStatus();
+    stats_.losses["writer/write_failed"] = 7;
+    return absl::DataLossError("write /full/s-000000.loupe.active: No space left on device");
   }
   void Hurry(Deadline deadline) override {
     std::lock_guard<std::mutex> lock(world_->mutex);
@@ -375,6 +383,21 @@ TEST(SessionManagerTest, AFailedStartFreesItsName) {
   v1::AttachRequest bad = Request("y");
   bad.set_ring_buffer_size(12345);
   EXPECT_EQ(manager.Attach(bad, kRoot).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A session whose end fails (its last segment could not be written) is
+// still detached with its figures: the losses it counted and the error,
+// so that tracectl prints both instead of the error alone.
+TEST(SessionManagerTest, AFailedEndStillReportsItsFiguresAndTheError) {
+  World world;
+  world.failing_ends.insert("full");
+  auto manager = Manager(&world);
+  ASSERT_TRUE(manager->Attach(Request("full"), kRoot).ok());
+  absl::StatusOr<v1::SessionStatus> ended = manager->Detach("full", kRoot);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->events(), 123u);
+  EXPECT_EQ(ended->losses().at("writer/write_failed"), 7u);
+  EXPECT_EQ(ended->end_error(), "write /full/s-000000.loupe.active: No space left on device");
 }
 
 }  // namespace
