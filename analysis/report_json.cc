@@ -126,7 +126,8 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                 {"p90_ns", kind.p90_ns},
                 {"p99_ns", kind.p99_ns},
                 {"max_ns", kind.max_ns},
-                {"unpaired", {{"begins", kind.unpaired_begins}, {"ends", kind.unpaired_ends}}}};
+                {"unpaired", {{"begins", kind.unpaired_begins}, {"ends", kind.unpaired_ends}}},
+                {"pairing_lost", kind.pairing_lost}};
     if (kind.slow.count != 0) row["slow"] = Slow(kind);
     kinds.push_back(row);
   }

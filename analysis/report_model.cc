@@ -77,7 +77,11 @@ void ReportModel::Add(const format::Record& record) {
                  [](const OffCpu&) {}, [](const UprobeEntry&) {}, [](const UprobeReturn&) {},
                  [](const SpanBegin&) {}, [](const SpanEnd&) {}, [](const Instant&) {},
                  [](const Counter&) {}, [](const OperationBegin&) {}, [](const OperationEnd&) {},
-                 [](const Loss&) {}},
+                 [&](const Loss& loss) {
+                   if (!IsCut(loss.reason)) {
+                     lost_by_source_[static_cast<size_t>(loss.source)] += loss.count;
+                   }
+                 }},
              record.payload);
   timeline_.Add(record, stack);
   const RequestMark mark = kinds_.Mark(record);
@@ -361,6 +365,16 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
                      WaitClassPhrase(wait), where, wait == WaitClass::kTracer ? "" : by(verb));
 }
 
+uint64_t ReportModel::PairingLost(RequestSource source) const {
+  using format::LossSource;
+  auto lost = [this](LossSource from) { return lost_by_source_[static_cast<size_t>(from)]; };
+  const LossSource own = source == RequestSource::kUprobe ? LossSource::kUprobe
+                         : source == RequestSource::kUsdt ? LossSource::kUsdt
+                                                          : LossSource::kShim;
+  return lost(own) + lost(LossSource::kMerge) + lost(LossSource::kWriter) +
+         lost(LossSource::kShipper);
+}
+
 void ReportModel::Finish() {
   timeline_.Finish(last_ns_);
   kind_stats_.resize(kinds_.kinds().size());
@@ -375,6 +389,7 @@ void ReportModel::Finish() {
     report.count = stats.latency.count();
     report.unpaired_begins = stats.unpaired_begins;
     report.unpaired_ends = stats.unpaired_ends;
+    report.pairing_lost = PairingLost(kind.source);
     if (report.count == 0 && report.unpaired_begins == 0 && report.unpaired_ends == 0) continue;
     report.total_ns = stats.latency.total();
     report.p50_ns = stats.latency.Quantile(0.5);

@@ -10,6 +10,7 @@
 #ifndef LOUPE_ANALYSIS_REPORT_MODEL_H_
 #define LOUPE_ANALYSIS_REPORT_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -84,6 +85,10 @@ struct KindReport {
   RequestKind kind;
   uint64_t count = 0, total_ns = 0, p50_ns = 0, p90_ns = 0, p99_ns = 0, max_ns = 0;
   uint64_t unpaired_begins = 0, unpaired_ends = 0;
+  // Events lost that could have been this kind's begins or ends (its
+  // source's, or any kind's lost in the merge, the writer or the shipper):
+  // then a begin may have been paired with a later call's end.
+  uint64_t pairing_lost = 0;
   uint64_t threshold_ns = 0;
   std::string threshold_rule;  // "p90" or "--slow"
   Breakdown slow;
@@ -175,6 +180,7 @@ class ReportModel {
   void Begin(const format::Record& record, const RequestMark& mark);
   void End(const format::Record& record, const RequestMark& mark);
   bool Slowest(uint64_t duration_ns) const;  // would it join the slowest kept?
+  uint64_t PairingLost(RequestSource source) const;
   void Keep(Finished finished);
   Breakdown Classify(const Anatomy& anatomy, std::string_view short_name);
   std::string WaitOf(uint64_t evidence);
@@ -191,6 +197,7 @@ class ReportModel {
   std::map<std::string, uint64_t> usdt_;
   absl::flat_hash_map<uint64_t, std::string> wait_of_;  // evidence -> class name
   uint64_t ends_without_begin_ = 0;
+  std::array<uint64_t, format::kMaxLossSource + 1> lost_by_source_{};
   uint64_t first_ns_ = 0, last_ns_ = 0;
   uint32_t sample_hz_ = 0;
   std::vector<KindReport> kind_reports_;

@@ -107,6 +107,11 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
       out += fmt::format("  unpaired: {} begun without an end, {} ended without a begin\n",
                          kind.unpaired_begins, kind.unpaired_ends);
     }
+    if (kind.pairing_lost != 0) {
+      out += fmt::format("  approximate: {} events that could be its begins or ends were lost, so "
+                         "some begins may be paired with later calls' ends (times too long)\n",
+                         kind.pairing_lost);
+    }
     const Breakdown& slow = kind.slow;
     if (slow.count == 0) continue;
     out += fmt::format("  slow: {} requests ≥ {} ({}), {} in all: {}\n", slow.count,

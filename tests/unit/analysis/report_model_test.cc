@@ -205,5 +205,31 @@ TEST(ReportModelTest, SpansAfterLostEndsStillPairAndLostBeginsAreCounted) {
             std::string::npos);
 }
 
+// Lost events of a kind's source make its pairs approximate, and the kind
+// says so; a loss of another source does not touch it; cuts do not count.
+TEST(ReportModelTest, AKindWhoseBeginsOrEndsMayBeLostSaysItsTimesAreApproximate) {
+  ReportModel model({.pairs = {*ParseUsdtPair("db:query__start..query__done")}});
+  Preamble(model, 100);
+  model.Add({.time_ns = 500, .payload = format::Loss{format::LossSource::kShim,
+                                                     format::LossReason::kRingFull, 5}});
+  model.Add({.time_ns = 500, .payload = format::Loss{format::LossSource::kUsdt,
+                                                     format::LossReason::kStringTruncated, 9}});
+  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::SpanBegin{.span_id = 5, .name = "handle"}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::UsdtEvent{.probe = "db:query__start"}});
+  model.Add({.time_ns = 3'000, .tid = kHandler, .payload = format::UsdtEvent{.probe = "db:query__done"}});
+  model.Add({.time_ns = 9'000, .tid = kHandler, .payload = format::SpanEnd{5}});
+  model.Finish();
+  const KindReport* span = KindNamed(model, "handle");
+  const KindReport* query = KindNamed(model, "db:query");
+  ASSERT_NE(span, nullptr);
+  ASSERT_NE(query, nullptr);
+  EXPECT_EQ(span->pairing_lost, 5u);
+  EXPECT_EQ(query->pairing_lost, 0u);
+  const std::string text = ReportText(model, {});
+  EXPECT_NE(text.find("approximate: 5 events that could be its begins or ends were lost"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("approximate: 9"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace loupe::analysis
