@@ -107,6 +107,7 @@ absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid) {
   }
   const std::vector<std::string> fields = StatFields(stat);
   if (fields.size() < 20) return absl::DataLossError(fmt::format("{}/stat: unreadable", dir));
+  process.state = fields[0].empty() ? '?' : fields[0][0];
   process.ppid = static_cast<uint32_t>(ToNumber(fields[1]));
   process.kernel_thread = (ToNumber(fields[6]) & kPfKthread) != 0;  // field 9: flags
   process.start_time = ToNumber(fields[19]);
@@ -117,6 +118,9 @@ absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid) {
                          std::all_of(uid.begin(), uid.end(),
                                      [&](uint64_t id) { return id == process.uid; }) &&
                          ::stat((dir + "/mem").c_str(), &owner) == 0 && owner.st_uid == process.uid;
+  }
+  if (const auto tgid = StatusValues(status, "Tgid"); !tgid.empty()) {
+    process.tgid = static_cast<uint32_t>(tgid[0]);
   }
   if (const auto ns = StatusValues(status, "NSpid"); !ns.empty()) {
     process.ns_pid = static_cast<uint32_t>(ns.back());

@@ -34,6 +34,10 @@ struct ProcessIdentity {
   bool plain_user = false;
   uint64_t start_time = 0;  // clock ticks after boot (stat field 22)
   bool kernel_thread = false;
+  // Its thread group's leader: another number when `pid` names a thread
+  // that is not the process's main one (/proc lists those too).
+  uint32_t tgid = 0;
+  char state = '?';  // stat's state: 'Z' a zombie, 'X' dead
   std::string name;
   std::string exe;
   std::map<uint32_t, ThreadIdentity> threads;

@@ -23,6 +23,17 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
       return absl::InvalidArgumentError(fmt::format(
           "pid {} ({}) is a kernel thread: it has no user space to trace", named, process->name));
     }
+    if (process->tgid != 0 && process->tgid != pid) {
+      // A process is traced whole; a thread's number alone would trace nothing.
+      return absl::InvalidArgumentError(fmt::format(
+          "{} ({}) is a thread of process {}, not a process: attach to {}", named, process->name,
+          process->tgid, process->tgid));
+    }
+    if (process->state == 'Z' || process->state == 'X') {
+      return absl::NotFoundError(fmt::format(
+          "pid {} ({}) has exited (its parent has not reaped it yet): nothing left to trace",
+          named, process->name));
+    }
     if (caller_uid != 0 && process->uid != caller_uid) {
       return absl::PermissionDeniedError(fmt::format(
           "pid {} belongs to uid {}; a caller that is not root (uid {}) may trace only its own "
