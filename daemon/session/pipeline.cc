@@ -118,7 +118,23 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
                          : drained_at_ns > window ? drained_at_ns - window
                                                   : 0;
   for (const format::Loss& loss : losses_.Since(now)) WriteLoss(loss, stamp);
+  WarnLosses(now_ns, final);
   if (absl::Status status = writer_->Tick(now_ns); !status.ok()) ++write_errors_;
+}
+
+void Pipeline::WarnLosses(uint64_t now_ns, bool final) {
+  constexpr uint64_t kEvery = 1'000'000'000;
+  if (unwarned_losses_.empty() || (!final && now_ns < warned_at_ns_ + kEvery)) return;
+  uint64_t total = 0;
+  std::string parts;
+  for (const auto& [what, count] : unwarned_losses_) {
+    total += count;
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", what, count);
+  }
+  log_->warn("session {}: lost {} events since the last warning ({})", options_.writer.session_id,
+             total, parts);
+  unwarned_losses_.clear();
+  warned_at_ns_ = now_ns;
 }
 
 void Pipeline::WriteLoss(const format::Loss& loss, uint64_t time_ns) {
@@ -127,10 +143,9 @@ void Pipeline::WriteLoss(const format::Loss& loss, uint64_t time_ns) {
   Write(event);
   // Cut content (a stack, a string) is summed up at the end; only lost
   // events are worth a warning as they happen.
-  const bool cut = format::IsCut(loss.reason);
-  log_->log(cut ? spdlog::level::debug : spdlog::level::warn, "session {}: {} {} {} events ({})",
-            options_.writer.session_id, cut ? "cut content of" : "lost", loss.count,
-            format::LossSourceName(loss.source), format::LossReasonName(loss.reason));
+  if (format::IsCut(loss.reason)) return;
+  unwarned_losses_[fmt::format("{}/{}", format::LossSourceName(loss.source),
+                               format::LossReasonName(loss.reason))] += loss.count;
 }
 
 void Pipeline::Release(OwnedEvent& event) {
@@ -150,8 +165,15 @@ void Pipeline::Write(OwnedEvent& event) {
   const format::Record& record = event.View();
   last_time_ns_ = std::max(last_time_ns_, record.time_ns);
   if (absl::Status status = writer_->Append(record); !status.ok()) {
-    if (write_errors_++ % 1000 == 0) {  // rate-limited: the writer counts every loss
-      log_->error("session {}: {}", options_.writer.session_id, MessageOf(status));
+    // A line a second at most, by the trace's clock: the writer counts
+    // every event it could not write, and a full disk fails them all.
+    ++write_errors_;
+    if (record.time_ns >= error_logged_at_ns_ + 1'000'000'000 || error_logged_at_ns_ == 0) {
+      log_->error("session {}: {} ({} events not written since the last such line)",
+                  options_.writer.session_id, MessageOf(status),
+                  write_errors_ - write_errors_logged_);
+      error_logged_at_ns_ = record.time_ns;
+      write_errors_logged_ = write_errors_;
     }
   }
   // After Append: a seal it caused took the previous segment's stacks.

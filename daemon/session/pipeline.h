@@ -84,6 +84,9 @@ class Pipeline {
   }
   void Write(OwnedEvent& event);
   void WriteLoss(const format::Loss& loss, uint64_t time_ns);
+  // One warning line a second at most for the events lost meanwhile (a
+  // full ring loses some at every drain: a line each flooded the log).
+  void WarnLosses(uint64_t now_ns, bool final);
   bool IsTarget(uint32_t tgid) const { return targets_.contains(tgid); }
 
   PipelineOptions options_;
@@ -107,6 +110,10 @@ class Pipeline {
   uint64_t unwind_stopped_sched_ = 0;
   uint64_t unwind_stopped_cpu_ = 0;
   uint64_t write_errors_ = 0;
+  uint64_t write_errors_logged_ = 0;
+  uint64_t error_logged_at_ns_ = 0;  // trace time of the last write error logged
+  std::map<std::string, uint64_t> unwarned_losses_;  // "source/reason" -> events
+  uint64_t warned_at_ns_ = 0;
 };
 
 }  // namespace loupe::session

@@ -4,6 +4,7 @@
 // No root, no BPF: records are built with the structs BPF writes.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
+#include <string>
 
 #include "daemon/format/trace_reader.h"
 #include "daemon/session/pipeline.h"
@@ -336,6 +339,33 @@ TEST_F(PipelineReplayTest, EveryLossIsInTheTraceAndInTheStatsExactly) {
   }
   EXPECT_GT(in_files, records.size());
   EXPECT_EQ(pipeline_->stats().events, in_files);
+}
+
+// A ring that stays full loses events at every drain: the log gets a line
+// a second at most, and the lines still add up to every event lost.
+TEST_F(PipelineReplayTest, LossWarningsComeOnceASecondAndAddUp) {
+  std::ostringstream logged;
+  log_ = std::make_shared<spdlog::logger>(
+      "replay", std::make_shared<spdlog::sinks::ostream_sink_mt>(logged));
+  log_->set_pattern("%v");
+  const uint64_t t0 = 5'000'000'000;
+  std::vector<RingBatch> batches(25);  // 2.5 s of drains, 100 ms apart
+  for (size_t i = 0; i < batches.size(); ++i) {
+    batches[i].counters[LOUPE_CNT_RING_FULL_SHIM] = 10 * (i + 1);
+  }
+  Replay(std::move(batches), t0);
+  std::istringstream lines(logged.str());
+  uint64_t warned = 0, warnings = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find(": lost ");
+    if (at == std::string::npos) continue;
+    ++warnings;
+    warned += std::stoull(line.substr(at + 7));
+    EXPECT_NE(line.find("shim/ring_full"), std::string::npos) << line;
+  }
+  EXPECT_EQ(warned, 250u) << logged.str();
+  EXPECT_GE(warnings, 2u);
+  EXPECT_LE(warnings, 4u) << logged.str();
 }
 
 TEST_F(PipelineReplayTest, ATargetsExitEmptiesTheTargets) {
