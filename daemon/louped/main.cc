@@ -235,8 +235,10 @@ int main(int argc, char** argv) {
   for (const auto& [name, option] : given) {
     if (option->count() > 0) flags[name] = values[name];
   }
-  absl::StatusOr<DaemonConfig> config =
-      loupe::louped::LoadConfig(config_file, config_option->count() > 0, flags);
+  // A file named on purpose (flag or LOUPE_CONFIG) must exist; only the
+  // default path may be absent.
+  const bool named_config = config_option->count() > 0 || std::getenv("LOUPE_CONFIG") != nullptr;
+  absl::StatusOr<DaemonConfig> config = loupe::louped::LoadConfig(config_file, named_config, flags);
   if (!config.ok()) {
     fmt::print(stderr, "louped: {}\n", loupe::MessageOf(config.status()));
     return 2;

@@ -85,6 +85,13 @@ check "max_total_size = 1048576 is out of range" \
   "$(printf 'max_file_size = 1048576\nmax_total_size = 1048576')"
 check "socket = '': a path of" 'socket = ""'
 check "key 'output_dir' must be a string" "output_dir = 5"
+# A config file named through LOUPE_CONFIG must exist, as one named by --config.
+set +e
+LOUPE_CONFIG="$work/no-such.toml" "$louped" --check-config > "$work/env.out" 2>&1
+code=$?
+set -e
+[ "$code" = 2 ] && grep -q "no-such.toml does not exist" "$work/env.out" \
+  || fail "LOUPE_CONFIG naming no file: exit $code, $(cat "$work/env.out")"
 printf 'output_dir = "%s"\n' "$traces" > "$work/good.toml"
 "$louped" --config "$work/good.toml" --check-config > /dev/null || fail "a good config refused"
 # What startup refuses, or every attach fails on, --check-config refuses too.

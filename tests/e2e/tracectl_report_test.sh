@@ -66,4 +66,16 @@ PY
 
 "$tracectl" report --operation 42 "$work/trace" > "$work/op.txt" || true
 grep -q '^handle (span): 3 requests' "$work/op.txt" || fail "--operation 42: $(head -12 "$work/op.txt")"
+
+# A window that ends before it begins, and a duration too long to count in ns, are refused.
+set +e
+"$tracectl" report --since 5s --until 2s "$work/trace" > /dev/null 2> "$work/window.err"
+code=$?
+"$tracectl" report --until 99999999h "$work/trace" > /dev/null 2> "$work/long.err"
+long_code=$?
+set -e
+[ "$code" = 2 ] && grep -q -- "--since 5s is after --until 2s" "$work/window.err" \
+  || fail "inverted window: exit $code, $(cat "$work/window.err")"
+[ "$long_code" = 2 ] && grep -q "too long" "$work/long.err" \
+  || fail "99999999h: exit $long_code, $(cat "$work/long.err")"
 echo PASS

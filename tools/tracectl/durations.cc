@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdint>
 
 namespace loupe::tracectl {
 
@@ -21,6 +22,10 @@ absl::StatusOr<uint64_t> ParseDuration(const std::string& text, std::string_view
     return absl::InvalidArgumentError(fmt::format(
         "{} '{}': expected a {} whole number with s, ms, m or h", flag, text,
         zero_ok ? "" : "positive"));
+  }
+  if (value > UINT64_MAX / scale) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} '{}': too long (at most {} h)", flag, text, UINT64_MAX / 3'600'000'000'000));
   }
   return value * scale;
 }

@@ -86,6 +86,12 @@ int RunReport(const ReportOptions& options) {
     if (!ns.ok()) return Fail(ns.status());
     *out = *ns;
   }
+  if (!options.since.empty() && !options.until.empty() && !from_collector &&
+      model_options.since_ns > model_options.until_ns) {
+    return Fail(absl::InvalidArgumentError(fmt::format(
+        "--since {} is after --until {}: no request could be in between", options.since,
+        options.until)));
+  }
   std::unique_ptr<FetchedSegments> fetched;
   absl::StatusOr<std::vector<std::string>> sources = ResolveSources(options.paths, query, &fetched);
   if (!sources.ok()) return Fail(sources.status());
