@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "daemon/base/status_util.h"
+#include "daemon/format/loss_tally.h"
 #include "daemon/session/bpf_record_decoder.h"
 
 namespace loupe::session {
@@ -144,8 +145,7 @@ void Pipeline::WriteLoss(const format::Loss& loss, uint64_t time_ns) {
   // Cut content (a stack, a string) is summed up at the end; only lost
   // events are worth a warning as they happen.
   if (format::IsCut(loss.reason)) return;
-  unwarned_losses_[fmt::format("{}/{}", format::LossSourceName(loss.source),
-                               format::LossReasonName(loss.reason))] += loss.count;
+  unwarned_losses_[format::LossKey(loss.source, loss.reason)] += loss.count;
 }
 
 void Pipeline::Release(OwnedEvent& event) {
