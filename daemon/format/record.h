@@ -160,6 +160,8 @@ struct SchedSwitch {
   uint32_t next_tid = 0;
   uint32_t prev_state = 0;
 };
+// The kernel's TASK_DEAD in prev_state: an exited thread's last switch.
+inline constexpr uint32_t kTaskDead = 0x80;
 // Where a wakeup came from: a task (the record's tid), or an interrupt
 // whose record tid is merely the task it interrupted.
 enum class WakerContext : uint8_t { kTask = 0, kHardIrq, kSoftIrq, kTimer, kNmi };

@@ -41,37 +41,15 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
   const format::Record& record = event.record;
   bool made = false;
   if (is_target_(event.next_tgid)) {
-    // Every wakeup kept here came after the thread's last switch-in: older
-    // ones are dropped below, at the switch-in they predate.
-    auto woken = woken_.find(change.next_tid);
     auto out = switched_out_.find(change.next_tid);
     if (out != switched_out_.end() && out->second.active) {
-      SwitchedOut& from = out->second;
-      format::OffCpu off{.duration_ns = record.time_ns - from.time_ns, .prev_state = from.state};
-      if (woken != woken_.end()) {
-        // A waker that raced with the switch-out woke a thread still on the
-        // CPU: it is runnable from the switch-out.
-        off.runq_ns = record.time_ns - std::max(woken->second.time_ns, from.time_ns);
-        off.waker_tid = woken->second.waker_tid;
-      } else if (from.state == 0) {  // preempted: runnable all along
-        off.runq_ns = off.duration_ns;
-      }
-      interval->Clear();
-      interval->record = {
-          .time_ns = record.time_ns, .tid = change.next_tid, .cpu = record.cpu, .payload = off};
-      interval->prev_tgid = event.next_tgid;  // the interval's process, for symbols
-      interval->frames.swap(from.frames);
-      interval->user_depth = from.user_depth;
-      if (!from.exact_frames.empty()) {
-        interval->extras().exact_frames.assign(from.exact_frames.begin(), from.exact_frames.end());
-      }
-      from.active = false;
+      End(change.next_tid, out->second, record.time_ns, record.cpu, interval);
       made = true;
     }
-    if (woken != woken_.end()) woken_.erase(woken);
+    woken_.erase(change.next_tid);
   }
   if (is_target_(event.prev_tgid)) {
-    if ((change.prev_state & kTaskDead) != 0) {
+    if ((change.prev_state & format::kTaskDead) != 0) {
       // Its last switch: the thread has exited (its exit event came just
       // before). Kept, its entry would stay for the session and give a
       // thread that reuses the tid an interval reaching back to this one.
@@ -83,6 +61,8 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
     out.active = true;
     out.time_ns = record.time_ns;
     out.state = change.prev_state;
+    out.tgid = event.prev_tgid;
+    out.cpu = record.cpu;
     out.user_depth = event.user_depth;
     // Frames a signal interrupted are where the code was: symbolized as
     // they are, not as return addresses (rare; copied into a kept buffer).
@@ -94,6 +74,41 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
     event.user_depth = 0;
   }
   return made;
+}
+
+bool OffCpuTracker::TakeUnended(uint64_t end_ns, OwnedEvent* interval) {
+  for (auto& [tid, from] : switched_out_) {
+    if (from.active && from.time_ns <= end_ns) {
+      End(tid, from, end_ns, from.cpu, interval);
+      woken_.erase(tid);
+      return true;
+    }
+  }
+  return false;
+}
+
+void OffCpuTracker::End(uint32_t tid, SwitchedOut& from, uint64_t end_ns, uint32_t cpu,
+                        OwnedEvent* interval) {
+  format::OffCpu off{.duration_ns = end_ns - from.time_ns, .prev_state = from.state};
+  // Every wakeup kept came after the thread's last switch-in: a switch-in
+  // drops those it follows.
+  if (auto woken = woken_.find(tid); woken != woken_.end()) {
+    // A waker that raced with the switch-out woke a thread still on the
+    // CPU: it is runnable from the switch-out.
+    off.runq_ns = end_ns - std::max(woken->second.time_ns, from.time_ns);
+    off.waker_tid = woken->second.waker_tid;
+  } else if (from.state == 0) {  // preempted: runnable all along
+    off.runq_ns = off.duration_ns;
+  }
+  interval->Clear();
+  interval->record = {.time_ns = end_ns, .tid = tid, .cpu = cpu, .payload = off};
+  interval->prev_tgid = from.tgid;  // the interval's process, for symbols
+  interval->frames.swap(from.frames);
+  interval->user_depth = from.user_depth;
+  if (!from.exact_frames.empty()) {
+    interval->extras().exact_frames.assign(from.exact_frames.begin(), from.exact_frames.end());
+  }
+  from.active = false;
 }
 
 }  // namespace loupe::session

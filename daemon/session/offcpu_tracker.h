@@ -27,6 +27,12 @@ class OffCpuTracker {
   // sched_switch record carries none); buffers are swapped, never freed, so
   // a busy session allocates nothing here once each thread has been seen.
   bool Observe(OwnedEvent& event, OwnedEvent* interval);
+  // When tracing stops: a thread still off the CPU has its wait so far,
+  // up to `end_ns`, with the stacks of its switch-out (only an off_cpu
+  // record carries them). Fills `interval` with one such record and
+  // returns true while any is left; its time is `end_ns`, at which the
+  // thread has no switch-in, which is how readers tell it was still waiting.
+  bool TakeUnended(uint64_t end_ns, OwnedEvent* interval);
   // Threads between a switch-out and their switch-in.
   size_t tracked_threads() const {
     return static_cast<size_t>(std::ranges::count_if(
@@ -37,14 +43,14 @@ class OffCpuTracker {
   size_t kept_threads() const { return switched_out_.size(); }
 
  private:
-  // The kernel's TASK_DEAD: the state a thread switches out in for the last time.
-  static constexpr uint32_t kTaskDead = 0x80;
   // Kept after the switch-in (inactive) until the thread exits: its frames
   // buffer serves the thread's next switch-out.
   struct SwitchedOut {
     bool active = false;
     uint64_t time_ns = 0;
     uint32_t state = 0;
+    uint32_t tgid = 0;
+    uint32_t cpu = 0;
     std::vector<uint64_t> frames;
     std::vector<uint16_t> exact_frames;  // user frames (by index) a signal interrupted
     uint16_t user_depth = 0;
@@ -57,6 +63,8 @@ class OffCpuTracker {
   // A switch: ends the next thread's off-CPU interval (into `interval`),
   // begins the previous one's.
   bool OnSwitch(OwnedEvent& event, const format::SchedSwitch& change, OwnedEvent* interval);
+  // Ends `tid`'s interval at `end_ns` into `interval` (its entry made inactive).
+  void End(uint32_t tid, SwitchedOut& from, uint64_t end_ns, uint32_t cpu, OwnedEvent* interval);
 
   IsTarget is_target_;
   absl::flat_hash_map<uint32_t, SwitchedOut> switched_out_;  // by tid

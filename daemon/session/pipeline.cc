@@ -1,5 +1,6 @@
 #include "daemon/session/pipeline.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "daemon/base/status_util.h"
@@ -100,6 +101,13 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
   added_since_release_ = 0;
   if (final) {
     reorder_.Flush(sink);
+    // Threads still waiting when tracing stops (an idle pool's workers):
+    // their waits so far, or their switch-out stacks would be in no record.
+    const uint64_t end_ns = std::max(last_time_ns_, drained_at_ns);
+    while (offcpu_.TakeUnended(end_ns, &interval_)) {
+      operations_.Observe(interval_.record);
+      Write(interval_);
+    }
   } else {
     reorder_.Release(drained_at_ns, sink);
   }

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace loupe::session {
 namespace {
 
@@ -133,14 +135,13 @@ TEST_F(OffCpuTrackerTest, ForeignSwitchesAndMigrationsPassThrough) {
 // A thread switches out one last time after its exit event, in TASK_DEAD:
 // nothing of it is kept, and a thread that reuses its tid starts afresh.
 TEST_F(OffCpuTrackerTest, AnExitedThreadLeavesNothingBehind) {
-  constexpr uint32_t kTaskDead = 0x80;
   std::vector<OwnedEvent> events;
   events.push_back(Switch(1000, 101, kTarget, 501, kOther, kSleeping));
   events.push_back(Switch(2000, 501, kOther, 101, kTarget, 0));
   OwnedEvent exit;
   exit.record = {.time_ns = 3000, .tid = 101, .cpu = 0, .payload = format::ThreadExit{}};
   events.push_back(std::move(exit));
-  events.push_back(Switch(3100, 101, kTarget, 501, kOther, kTaskDead));
+  events.push_back(Switch(3100, 101, kTarget, 501, kOther, format::kTaskDead));
   // Much later, a new thread of the target gets tid 101 and runs.
   events.push_back(Switch(900'000, 501, kOther, 101, kTarget, 0));
   const std::vector<OwnedEvent> intervals = Replay(std::move(events));
@@ -166,6 +167,38 @@ TEST_F(OffCpuTrackerTest, FramesASignalInterruptedStayExact) {
                                   intervals[0].exact_frames().end()),
             (std::vector<uint16_t>{2}));
   EXPECT_TRUE(intervals[1].exact_frames().empty());
+}
+
+// Tracing stops while 101 sleeps (woken but not yet run) and 102 sleeps
+// unwoken: each gets its wait so far, with its switch-out stack, ending when
+// tracing stopped; a thread on the CPU then gets nothing.
+TEST_F(OffCpuTrackerTest, ThreadsStillWaitingWhenTracingStopsGetTheirWaitSoFar) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 102, kTarget, kSleeping));
+  events.push_back(Switch(2000, 102, kTarget, 501, kOther, kSleeping));
+  events.push_back(Wakeup(6000, 501, 101));
+  events.push_back(Switch(7000, 501, kOther, 103, kTarget, 0));  // 103 runs at the end
+  EXPECT_TRUE(Replay(std::move(events)).empty());  // no thread came back
+  std::map<uint32_t, OwnedEvent> unended;
+  for (OwnedEvent made; tracker_.TakeUnended(10'000, &made);) {
+    unended[made.record.tid] = std::move(made);
+  }
+  ASSERT_EQ(unended.size(), 2u);
+  const auto& woken = std::get<format::OffCpu>(unended[101].record.payload);
+  EXPECT_EQ(unended[101].record.time_ns, 10'000u);
+  EXPECT_EQ(woken.duration_ns, 9000u);
+  EXPECT_EQ(woken.runq_ns, 4000u);
+  EXPECT_EQ(woken.waker_tid, 501u);
+  EXPECT_EQ(unended[101].prev_tgid, kTarget);
+  EXPECT_EQ(unended[101].frames, (std::vector<uint64_t>{0x10, 0x20}));
+  const auto& asleep = std::get<format::OffCpu>(unended[102].record.payload);
+  EXPECT_EQ(asleep.duration_ns, 8000u);
+  EXPECT_EQ(asleep.runq_ns, 0u);
+  EXPECT_EQ(asleep.waker_tid, 0u);
+  EXPECT_EQ(asleep.prev_state, kSleeping);
+  EXPECT_EQ(tracker_.tracked_threads(), 0u);
+  OwnedEvent none;
+  EXPECT_FALSE(tracker_.TakeUnended(10'000, &none));
 }
 
 }  // namespace
