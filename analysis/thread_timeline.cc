@@ -65,14 +65,16 @@ void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
              record.payload);
 }
 
-void ThreadTimeline::OnExit(const format::Record& record) {
-  auto it = threads_.find(record.tid);
+void ThreadTimeline::OnExit(const format::Record& record) { Gone(record.tid, record.time_ns); }
+
+void ThreadTimeline::Gone(uint32_t tid, uint64_t t) {
+  auto it = threads_.find(tid);
   if (it == threads_.end()) return;
-  Flush(record.tid);
+  Flush(tid);
   if (it->second.state == ThreadState::kRunning) {
-    Emit(record.tid, it->second, ThreadState::kRunning, it->second.since, record.time_ns);
+    Emit(tid, it->second, ThreadState::kRunning, it->second.since, t);
   } else if (it->second.state == ThreadState::kRunnable) {
-    LeaveWaiters(record.tid, it->second.cpu);
+    LeaveWaiters(tid, it->second.cpu);
   }
   threads_.erase(it);
 }
@@ -109,7 +111,13 @@ void ThreadTimeline::OnSwitch(const format::Record& record, const format::SchedS
   }
   // Whoever switched out had this CPU until now: every thread waiting here waited for it.
   for (const auto& [waiter, track] : CpuOf(record.cpu).waiters) Credit(*track, record.tid, t);
-  if (Track* prev = Traced(record.tid)) SwitchOut(record.tid, *prev, t, record.cpu, change.prev_state);
+  if ((change.prev_state & format::kTaskDead) != 0) {
+    // The exited thread's last switch (its exit record came just before):
+    // a thread that no longer exists waits for nothing.
+    Gone(record.tid, t);
+  } else if (Track* prev = Traced(record.tid)) {
+    SwitchOut(record.tid, *prev, t, record.cpu, change.prev_state);
+  }
   if (Track* next = Traced(change.next_tid)) SwitchIn(change.next_tid, *next, t, record.cpu);
   Cpu& cpu = CpuOf(record.cpu);
   cpu.current = change.next_tid;
@@ -122,6 +130,8 @@ void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t 
   Flush(tid);
   if (track.state == ThreadState::kRunning) Emit(tid, track, ThreadState::kRunning, track.since, t);
   if (track.state == ThreadState::kRunnable) LeaveWaiters(tid, track.cpu);
+  track.switched_out_ns = t;
+  track.unended_stack = 0;
   const bool raced = track.racing_wake && t - track.racing_wake_ns <= kRaceWindowNs;
   track.racing_wake = false;
   track.was_blocked = false;
@@ -248,9 +258,16 @@ void ThreadTimeline::OnMigrate(const format::Record& record, const format::Sched
 
 void ThreadTimeline::OnOffCpu(const format::Record& record, uint32_t stack) {
   auto it = threads_.find(record.tid);
-  if (it == threads_.end() || !it->second.awaiting) return;
+  if (it == threads_.end()) return;
   Track& track = it->second;
   const auto& off = std::get<format::OffCpu>(record.payload);
+  if (track.state != ThreadState::kRunning &&
+      record.time_ns - off.duration_ns == track.switched_out_ns) {
+    // The trace ends in this wait: its stacks are for Finish.
+    track.unended_stack = stack;
+    return;
+  }
+  if (!track.awaiting) return;
   // The interval's record follows its switch-in at the same time.
   if (track.state != ThreadState::kRunning || track.since != record.time_ns) return;
   track.pending_blocked.stack = stack;
@@ -324,7 +341,8 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
                .begin_ns = track.blocked_since,
                .end_ns = end_ns,
                .cpu = track.cpu,
-               .prev_state = track.prev_state});
+               .prev_state = track.prev_state,
+               .stack = track.unended_stack});
         break;
       case ThreadState::kRunnable: {
         const Cpu& cpu = CpuOf(track.cpu);
@@ -336,6 +354,7 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
                  .end_ns = track.since,
                  .cpu = track.cpu,
                  .prev_state = track.prev_state,
+                 .stack = track.unended_stack,
                  .wake = track.wake});
         }
         sink_({.tid = tid,

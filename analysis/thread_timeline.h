@@ -99,6 +99,10 @@ class ThreadTimeline {
     Wake racing;
     // Intervals that ended at the last switch-in, waiting for its off_cpu record.
     bool awaiting = false;
+    // The last switch-out, and the stacks of the wait it began when the
+    // trace ends in it (an off_cpu record at the end, with no switch-in).
+    uint64_t switched_out_ns = 0;
+    uint32_t unended_stack = 0;
     StateInterval pending_blocked, pending_runnable;
     std::array<Recent, kRecent> recent_samples{}, recent_waits{};
     uint8_t next_sample = 0, next_wait = 0;
@@ -116,6 +120,8 @@ class ThreadTimeline {
   void OnMigrate(const format::Record& record, const format::SchedMigrate& migrate);
   void OnOffCpu(const format::Record& record, uint32_t stack);
   void OnExit(const format::Record& record);
+  // The thread exited at `t`: its running ends there and nothing follows.
+  void Gone(uint32_t tid, uint64_t t);
   // A record the thread ran itself; `sample_stack`: a CPU sample's stack id, else 0.
   void OnOwnRecord(const format::Record& record, uint32_t sample_stack);
   void SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t cpu, uint32_t prev_state);

@@ -567,6 +567,19 @@ TEST(DiagnosisTest, ConditionWaitsOutsideRequests) {
   }
   EXPECT_EQ(workers, 2) << "worker threads in the thread table\n"
                         << Excerpt(traced.report["threads"], 3000);
+  // The trace goes on a second after the last request: the workers and the
+  // dispatcher have exited, and the main thread and its stdin reader wait
+  // until the end. No thread's time is a wait without a class: not after
+  // its exit, and not the wait the trace ends in (its stack is in the trace).
+  for (const json& thread : traced.report["threads"]) {
+    if (Number(thread, "pid") != traced.pid) continue;
+    for (const char* part : {"in_requests", "outside_requests"}) {
+      const json off_cpu = thread.value(part, json::object()).value("off_cpu_ns", json::object());
+      EXPECT_LT(off_cpu.value("other", 0.0), 1e7)
+          << String(thread, "name") << " has waits of no class " << part << "\n"
+          << Excerpt(thread);
+    }
+  }
 }
 
 }  // namespace

@@ -94,6 +94,35 @@ TEST_F(TimelineTest, SleepWakeupAndRunAddUpWithTheirEvidence) {
   EXPECT_EQ(timeline_.state(kA), ThreadState::kRunning);
 }
 
+// Tracing stopped while a slept and b, woken, waited for the CPU: the
+// session writes each its wait so far as an off_cpu record at the end, with
+// no switch-in; the waits reach the trace's end with their stacks.
+TEST_F(TimelineTest, WaitsTheTraceEndsInKeepTheirSwitchOutStacks) {
+  Switch(1'000, 0, 0, kA, 0);
+  Switch(2'000, 0, kA, kB, 1);  // a sleeps, b runs
+  Switch(3'000, 0, kB, 0, 1);   // b sleeps
+  Wake(4'000, 0, kB, 0);
+  Feed({.time_ns = 6'000, .tid = kA, .cpu = 0,
+        .payload = format::OffCpu{.duration_ns = 4'000, .prev_state = 1}}, 7);
+  Feed({.time_ns = 6'000, .tid = kB, .cpu = 0,
+        .payload = format::OffCpu{.duration_ns = 3'000, .runq_ns = 2'000, .prev_state = 1}}, 8);
+  timeline_.Finish(6'000);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[1].state, ThreadState::kBlocked);
+  EXPECT_EQ(a[1].begin, 2'000u);
+  EXPECT_EQ(a[1].end, 6'000u);
+  EXPECT_FALSE(a[1].woken);
+  EXPECT_EQ(a[1].stack, 7u);
+  const std::vector<Seen> b = Of(kB);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[1].state, ThreadState::kBlocked);
+  EXPECT_EQ(b[1].end, 4'000u);
+  EXPECT_EQ(b[1].stack, 8u);
+  EXPECT_EQ(b[2].state, ThreadState::kRunnable);
+  EXPECT_EQ(b[2].end, 6'000u);
+}
+
 TEST_F(TimelineTest, PreemptionRightAfterAWakeupIsRunQueueTimeHeldByThePreempter) {
   Switch(10, 0, 0, kA, 0);
   Switch(20, 0, kA, 0, 1);
@@ -182,6 +211,23 @@ TEST_F(TimelineTest, ForeignThreadsHaveNoTimelineAndExitEndsRunning) {
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].state, ThreadState::kRunning);
   EXPECT_EQ(a[0].end, 40u);
+}
+
+// After its exit record a thread switches out once more, dead: it waits for
+// nothing from then on, however long the trace goes on.
+TEST_F(TimelineTest, AnExitedThreadsLastSwitchBeginsNoWait) {
+  Switch(10, 0, 0, kA, 0);
+  Feed({.time_ns = 40, .tid = kA, .cpu = 0, .payload = format::ThreadExit{.pid = kPid}});
+  Switch(45, 0, kA, 0, format::kTaskDead);
+  Switch(50, 0, 0, kB, 0);
+  timeline_.Finish(10'000);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].state, ThreadState::kRunning);
+  EXPECT_EQ(a[0].end, 40u);
+  const std::vector<Seen> b = Of(kB);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].end, 10'000u);
 }
 
 }  // namespace
