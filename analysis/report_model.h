@@ -138,7 +138,7 @@ class ReportModel {
     uint64_t self = 0, total = 0;
   };
   std::vector<FunctionCost> TopFunctions(size_t n) const;
-  // The longest waits by stack, inside requests or outside them.
+  // The stacks threads waited in longest (their waits summed), inside requests or outside them.
   std::vector<StackShare> TopWaits(bool inside, size_t n) const;
 
  private:

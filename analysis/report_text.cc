@@ -151,7 +151,8 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
     out += fmt::format("  {:6} {:6}  {}\n", cost.self, cost.total, cost.name);
   }
   for (bool inside : {true, false}) {
-    out += fmt::format("\nlongest waits {} requests\n", inside ? "inside" : "outside");
+    out += fmt::format("\nwaits {} requests by stack (each stack's waits summed)\n",
+                       inside ? "inside" : "outside");
     for (const StackShare& wait : model.TopWaits(inside, top)) {
       out += fmt::format("  {} {}: {}\n", Ms(wait.ns), wait.wait, StackLine(wait));
     }

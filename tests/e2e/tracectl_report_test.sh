@@ -42,7 +42,7 @@ first=$(head -30 "$work/report.txt")
 [[ "$first" == *"woken by holder (tid $holder, "* ]] || fail "the holder is not named as the waker: $first"
 [[ "$first" == *"blocked (lock)"*"__lll_lock_wait"* ]] || fail "the blocking stack does not reach the lock: $first"
 # The worker threads' stacks (not only the main thread's) are named.
-waits=$(sed -n '/^longest waits outside requests/,/^$/p' "$work/report.txt")
+waits=$(sed -n '/^waits outside requests by stack/,/^$/p' "$work/report.txt")
 [[ "$waits" == *"start_thread"* ]] || fail "threads' stacks unnamed: $waits"
 # Each handle span lasts the holder's remaining 45 ms: so do its percentiles.
 p50=$(grep -o -m1 '^handle (span): 3 requests, p50 [0-9.]*' "$work/report.txt" | awk '{print int($NF)}')
