@@ -78,6 +78,11 @@ struct unwind_walk {
 	__u64 pc;
 	__u64 sp;
 	__u64 bp;
+	/* The thread's pending returns of %return-probed calls (NULL: none, the
+	 * usual case), and the kernel's trampoline their return addresses were
+	 * replaced with. */
+	struct return_instance *pending;
+	__u64 trampoline;
 	/* Every general register by DWARF number, as the leaf had them: a CFA
 	 * from rax..r15 (ld.so's lazy binding, OpenSSL's assembly) can be
 	 * followed there, nowhere else. */
@@ -164,6 +169,29 @@ static __always_inline bool read_user(__u64 *value, __u64 address)
 	return bpf_probe_read_user(value, sizeof(*value), (const void *)address) == 0;
 }
 
+/* Pending returns looked through per frame: one per probed call the
+ * thread is inside, usually one or two. */
+#define LOUPE_PENDING_RETURNS_MAX 8
+
+/* A %return probe replaced the return address in `slot` with the kernel's
+ * trampoline (in its [uprobes] page) when the call began; the kernel keeps
+ * the real one in the thread's list of pending returns, with the slot it
+ * came from. Puts it back into walk->pc. */
+static __always_inline void restore_return_address(struct unwind_walk *walk, __u64 slot)
+{
+	struct return_instance *pending = walk->pending;
+
+	if (!pending || walk->pc != walk->trampoline)
+		return;
+	for (int i = 0; i < LOUPE_PENDING_RETURNS_MAX && pending; i++) {
+		if (BPF_CORE_READ(pending, stack) == slot) {
+			walk->pc = BPF_CORE_READ(pending, orig_ret_vaddr);
+			return;
+		}
+		pending = BPF_CORE_READ(pending, next);
+	}
+}
+
 /* The caller's registers by the frame-pointer convention. A null rbp is
  * where the outermost frame leaves it. */
 static __always_inline bool step_by_frame_pointer(struct unwind_walk *walk)
@@ -178,6 +206,7 @@ static __always_inline bool step_by_frame_pointer(struct unwind_walk *walk)
 		return false;
 	if (!read_user(&walk->pc, bp + 8) || !read_user(&walk->bp, bp))
 		return false;
+	restore_return_address(walk, bp + 8);
 	walk->sp = bp + 16;
 	walk->exact = false;
 	return true;
@@ -243,6 +272,7 @@ static __always_inline bool step_by_table(struct unwind_walk *walk)
 	}
 	if (!read_user(&walk->pc, cfa - 8))
 		return false;
+	restore_return_address(walk, cfa - 8);
 	walk->sp = cfa;
 	walk->exact = false;
 	return true;
@@ -322,6 +352,11 @@ static __always_inline __u32 unwind_user_stack(__u64 *frames, __u32 tgid, __u32 
 	walk.leaf_regs[13] = regs->r13;
 	walk.leaf_regs[14] = regs->r14;
 	walk.leaf_regs[15] = regs->r15;
+	/* A kernel built without uprobes has no list (nor %return probes). */
+	if (bpf_core_field_exists(task->utask))
+		walk.pending = BPF_CORE_READ(task, utask, return_instances);
+	if (walk.pending)
+		walk.trampoline = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
 	bpf_loop(LOUPE_MAX_STACK_DEPTH, unwind_step, &walk, 0);
 	*flags = walk.flags | LOUPE_STACK_CFI;
 	if (walk.depth >= LOUPE_MAX_STACK_DEPTH && !walk.complete)

@@ -2,6 +2,7 @@
 // without (tests/testprogs/unwind_app.c): CPU samples and off-CPU stacks keep
 // their callers through Debian's libc (no frame pointers), through a stripped
 // library (only .eh_frame), through a signal frame into the interrupted code,
+// past the trampoline a %return probe puts in place of a return address,
 // through a library loaded with dlopen after attach once its tables are
 // loaded (before that the leaf alone, counted as a cut); a stack deeper than
 // the cap is a cut, not a loss; no user frame is junk and no off-CPU kernel
@@ -20,6 +21,7 @@
 #include <string_view>
 
 #include "daemon/format/loss_tally.h"
+#include "daemon/probes/probe_plan.h"
 #include "daemon/session/session.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
@@ -76,9 +78,11 @@ struct UnwindRun {
 
 // Traces `unwind_app_<variant> <mode>` from its "ready" for about 1.5 s:
 // CPU samples at 999 Hz, off-CPU intervals with user and kernel stacks.
-// `traced`, if given, runs once tracing has begun (and before the 1.5 s).
+// `traced`, if given, runs once tracing has begun (and before the 1.5 s);
+// `uprobes` are probe specs (tracectl's --uprobe) traced as well.
 UnwindRun TraceApp(const std::string& variant, const std::string& mode, const testing::TempDir& dir,
-                   const std::function<void(ChildProcess&)>& traced = nullptr) {
+                   const std::function<void(ChildProcess&)>& traced = nullptr,
+                   const std::vector<std::string>& uprobes = {}) {
   UnwindRun run;
   ChildProcess program({TestProgram("unwind_app_" + variant), mode});
   const std::string ready = program.ReadLine();
@@ -90,6 +94,8 @@ UnwindRun TraceApp(const std::string& variant, const std::string& mode, const te
   options.writer.directory = dir.path();
   options.writer.session_id = "unwind";
   options.sources.sample_hz = 999;
+  const absl::Status probes = probes::ParseProbeRequests({}, uprobes, &options.probes);
+  EXPECT_TRUE(probes.ok()) << probes;
   auto session = Session::Start(std::move(options), testing::QuietLog());
   EXPECT_TRUE(session.ok()) << session.status();
   if (!session.ok()) return run;
@@ -247,8 +253,9 @@ void ExpectSaneStacks(const UnwindRun& run) {
 class UnwindTest : public ::testing::TestWithParam<std::string> {
  protected:
   UnwindRun Trace(const std::string& mode,
-                  const std::function<void(ChildProcess&)>& traced = nullptr) {
-    return TraceApp(GetParam(), mode, dir_, traced);
+                  const std::function<void(ChildProcess&)>& traced = nullptr,
+                  const std::vector<std::string>& uprobes = {}) {
+    return TraceApp(GetParam(), mode, dir_, traced, uprobes);
   }
 
  private:
@@ -280,6 +287,29 @@ TEST_P(UnwindTest, CpuSamplesReachMainThroughLibc) {
   const auto allocating = Matching(samples, {Is("alloc_it"), Contains({"malloc", "free"})});
   EXPECT_FALSE(allocating.empty())
       << "no stack reads alloc_it, malloc or free; some are:" << ShowSome(All(samples));
+  ExpectSaneStacks(run);
+}
+
+// A %return probe puts the kernel's trampoline in place of the probed
+// call's return address until it returns: stacks taken inside sort_it,
+// copy_it and alloc_it go on past it to main all the same.
+TEST_P(UnwindTest, StacksInsideReturnProbedCallsReachTheirCallers) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const std::string program = "unwind_app_" + GetParam();
+  const UnwindRun run = Trace("cpu", nullptr,
+                              {program + ":sort_it%return", program + ":copy_it%return",
+                               program + ":alloc_it%return"});
+  const auto& samples = run.trace.samples;
+  ASSERT_GE(samples.size(), 300u) << "too few samples to judge";
+  std::vector<const SymbolizedStack*> short_of_main;
+  for (const SymbolizedStack& stack : samples) {
+    if (!Reaches(stack.user_frames, "main")) short_of_main.push_back(&stack);
+  }
+  EXPECT_LE(short_of_main.size() * 100, samples.size() * 5)
+      << short_of_main.size() << " of " << samples.size()
+      << " user stacks do not reach main:" << ShowSome(short_of_main);
+  EXPECT_FALSE(Matching(samples, {Is("main"), Is("sort_it"), Contains({"qsort"}), Is("cmp")}).empty())
+      << "no stack reads main, sort_it, qsort..., cmp; some are:" << ShowSome(All(samples));
   ExpectSaneStacks(run);
 }
 
