@@ -57,8 +57,7 @@ ThreadName ReportModel::NameOf(uint32_t tid) const {
 
 bool ReportModel::Wanted(const format::Record& record, const RequestMark& mark) const {
   if (options_.pid && stacks_.threads().PidOf(record.tid) != *options_.pid) return false;
-  const uint64_t at = record.time_ns - first_ns_;
-  if (at < options_.since_ns || at > options_.until_ns) return false;
+  if (!InWindow(record.time_ns)) return false;
   return !options_.operation || mark.operation_id == *options_.operation;
 }
 
@@ -68,7 +67,7 @@ void ReportModel::Add(const format::Record& record) {
   last_ns_ = std::max(last_ns_, record.time_ns);
   const uint32_t stack = stacks_.Add(record);
   std::visit(Overloaded{
-                 [&](const CpuSample& sample) { AddSample(record.tid, stack, sample); },
+                 [&](const CpuSample& sample) { AddSample(record, stack, sample); },
                  [&](const UsdtEvent& usdt) { ++usdt_[std::string(usdt.probe)]; },
                  // Reach the report through the stacks, the timeline and requests below.
                  [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
@@ -92,10 +91,25 @@ void ReportModel::Add(const format::Record& record) {
   }
 }
 
-void ReportModel::AddSample(uint32_t tid, uint32_t stack, const format::CpuSample& sample) {
-  if (!stacks_.threads().Traced(tid)) return;
-  if (options_.pid && stacks_.threads().PidOf(tid) != *options_.pid) return;
-  accounts_[tid].ledger.AddSample(stack, !sample.kernel_stack.empty());
+void ReportModel::AddSample(const format::Record& record, uint32_t stack,
+                            const format::CpuSample& sample) {
+  if (!stacks_.threads().Traced(record.tid)) return;
+  if (options_.pid && stacks_.threads().PidOf(record.tid) != *options_.pid) return;
+  const bool in_window = InWindow(record.time_ns);
+  accounts_[record.tid].ledger.AddSample(stack, !sample.kernel_stack.empty(), in_window);
+  if (in_window && stack != 0) ++samples_by_stack_[stack];
+}
+
+bool ReportModel::InWindow(uint64_t time_ns) const {
+  const uint64_t at = time_ns - first_ns_;
+  return at >= options_.since_ns && at <= options_.until_ns;
+}
+
+uint64_t ReportModel::WindowPart(uint64_t begin_ns, uint64_t end_ns) const {
+  // Relative to the first event, as the options are.
+  const uint64_t from = std::max(begin_ns > first_ns_ ? begin_ns - first_ns_ : 0, options_.since_ns);
+  const uint64_t to = std::min(end_ns > first_ns_ ? end_ns - first_ns_ : 0, options_.until_ns);
+  return to > from ? to - from : 0;
 }
 
 // Running time up to `now` joins the requests open on the thread and its
@@ -107,7 +121,7 @@ void ReportModel::Settle(uint32_t tid, ThreadAccount& account, uint64_t now) {
   if (now <= from) return;
   const uint64_t ns = now - from;
   StateInterval running{.tid = tid, .state = ThreadState::kRunning, .begin_ns = from, .end_ns = now};
-  account.ledger.AddInterval(running, ns);
+  account.ledger.AddInterval(running, ns, WindowPart(from, now));
 }
 
 void ReportModel::OnInterval(const StateInterval& interval) {
@@ -117,11 +131,12 @@ void ReportModel::OnInterval(const StateInterval& interval) {
     const uint64_t from = std::max(account.settled_until, interval.begin_ns);
     account.settled_until = std::max(account.settled_until, interval.end_ns);
     if (interval.end_ns <= from) return;
-    account.ledger.AddInterval(interval, interval.end_ns - from);
+    account.ledger.AddInterval(interval, interval.end_ns - from, WindowPart(from, interval.end_ns));
     return;
   }
   // Off CPU, no request can have opened or closed: each open one holds it whole.
-  account.ledger.AddInterval(interval, interval.ns());
+  account.ledger.AddInterval(interval, interval.ns(),
+                             WindowPart(interval.begin_ns, interval.end_ns));
 }
 
 void ReportModel::Begin(const format::Record& record, const RequestMark& mark) {
@@ -452,9 +467,7 @@ void ReportModel::Finish() {
 
 std::vector<ReportModel::FunctionCost> ReportModel::TopFunctions(size_t n) const {
   std::map<std::string, FunctionCost> costs;
-  for (uint32_t id = 1; id <= stacks_.stack_count(); ++id) {
-    const uint64_t samples = stacks_.totals(id).samples;
-    if (samples == 0) continue;
+  for (const auto& [id, samples] : samples_by_stack_) {
     const std::vector<NamedFrame> frames = stacks_.StackFrames(id);
     if (frames.empty()) continue;
     costs[frames.front().function].self += samples;

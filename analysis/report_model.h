@@ -132,7 +132,7 @@ class ReportModel {
   // it, or the begin was lost): an end does not name its kind.
   uint64_t ends_without_begin() const { return ends_without_begin_; }
   const ReportOptions& options() const { return options_; }
-  // Sampled: self and total samples per function.
+  // Sampled: self and total samples per function (the wanted threads', in the window).
   struct FunctionCost {
     std::string name;
     uint64_t self = 0, total = 0;
@@ -175,7 +175,10 @@ class ReportModel {
 
   bool Wanted(const format::Record& record, const RequestMark& mark) const;
   void OnInterval(const StateInterval& interval);
-  void AddSample(uint32_t tid, uint32_t stack, const format::CpuSample& sample);
+  void AddSample(const format::Record& record, uint32_t stack, const format::CpuSample& sample);
+  // Whether `time_ns` is inside --since/--until; how much of [begin_ns, end_ns] is.
+  bool InWindow(uint64_t time_ns) const;
+  uint64_t WindowPart(uint64_t begin_ns, uint64_t end_ns) const;
   void Settle(uint32_t tid, ThreadAccount& account, uint64_t now);
   void Begin(const format::Record& record, const RequestMark& mark);
   void End(const format::Record& record, const RequestMark& mark);
@@ -195,6 +198,8 @@ class ReportModel {
   absl::flat_hash_map<uint32_t, ThreadAccount> accounts_;
   std::vector<Finished> finished_;  // the slowest, slowest first
   std::map<std::string, uint64_t> usdt_;
+  // Samples of the wanted threads inside the window, by stack: the hot functions.
+  absl::flat_hash_map<uint32_t, uint64_t> samples_by_stack_;
   absl::flat_hash_map<uint64_t, std::string> wait_of_;  // evidence -> class name
   uint64_t ends_without_begin_ = 0;
   std::array<uint64_t, format::kMaxLossSource + 1> lost_by_source_{};

@@ -17,17 +17,19 @@ ThreadLedger::Mark ThreadLedger::Now() const {
 
 // The thread's own totals keep times and blocking stacks; who held its CPU
 // and who woke it are kept for requests.
-void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns) {
+void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint64_t window_ns) {
   Anatomy& totals = depth_ > 0 ? inside_ : outside_;
   switch (interval.state) {
     case ThreadState::kRunning:
       on_cpu_ns_ += ns;
-      totals.on_cpu_ns += ns;
+      totals.on_cpu_ns += window_ns;
       return;
     case ThreadState::kBlocked:
       blocked_ns_ += ns;
-      totals.blocked_ns += ns;
-      totals.blocked.Add(EvidenceKey(interval.stack, interval.prev_state), ns);
+      totals.blocked_ns += window_ns;
+      if (window_ns > 0) {
+        totals.blocked.Add(EvidenceKey(interval.stack, interval.prev_state), window_ns);
+      }
       if (depth_ > 0) {
         blocked_.push_back({EvidenceKey(interval.stack, interval.prev_state),
                             WakerKey(interval.wake.tid, interval.wake.context), ns,
@@ -36,7 +38,7 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns) {
       return;
     case ThreadState::kRunnable:
       runq_ns_ += ns;
-      totals.runq_ns += ns;
+      totals.runq_ns += window_ns;
       if (depth_ == 0) return;
       for (const Holder& holder : interval.holders) {
         if (evidence_.size() >= kMaxEvidence) {
@@ -51,9 +53,9 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns) {
   }
 }
 
-void ThreadLedger::AddSample(uint32_t stack, bool kernel) {
+void ThreadLedger::AddSample(uint32_t stack, bool kernel, bool in_window) {
   Anatomy& totals = depth_ > 0 ? inside_ : outside_;
-  ++(kernel ? totals.kernel_samples : totals.user_samples);
+  if (in_window) ++(kernel ? totals.kernel_samples : totals.user_samples);
   if (depth_ == 0) return;
   if (evidence_.size() >= kMaxEvidence) {
     ++cuts_;

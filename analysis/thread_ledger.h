@@ -4,7 +4,9 @@
 // A request remembers where the sums and logs stood when it began; when it
 // ends, its anatomy is the difference — so nested requests cost no extra
 // work per event, and a request far from slow skips its evidence entirely.
-// The thread's time also adds up inside or outside requests.
+// The thread's time also adds up inside or outside requests, within the
+// report's window (--since/--until) only: a request's anatomy is whole however
+// far it reaches past the window.
 #ifndef LOUPE_ANALYSIS_THREAD_LEDGER_H_
 #define LOUPE_ANALYSIS_THREAD_LEDGER_H_
 
@@ -31,8 +33,10 @@ class ThreadLedger {
   size_t depth() const { return depth_; }
   Mark Now() const;
 
-  void AddInterval(const StateInterval& interval, uint64_t ns);
-  void AddSample(uint32_t stack, bool kernel);
+  // `ns` of the interval go to the open requests, `window_ns` of them
+  // (those inside the report's window) to the thread's totals.
+  void AddInterval(const StateInterval& interval, uint64_t ns, uint64_t window_ns);
+  void AddSample(uint32_t stack, bool kernel, bool in_window);
   // Adds what happened since `mark` to `into`: times always; with
   // `with_evidence` also the blocking stacks and wakers, and the samples and
   // CPU holders if the log kept them all.

@@ -142,6 +142,47 @@ TEST(ReportModelTest, ARequestCrossingIntoANewSegmentIsOneRequest) {
   ExpectPartsAddUp(span->slow);
 }
 
+const ThreadReport* ThreadNamed(const ReportModel& model, std::string_view name) {
+  for (const ThreadReport& thread : model.threads()) {
+    if (thread.thread.thread == name) return &thread;
+  }
+  return nullptr;
+}
+
+// --until 20 µs (the trace starts at 1 µs): the request that began inside
+// keeps its whole anatomy, but the threads' times and the hot functions are
+// of the window alone.
+TEST(ReportModelTest, ThreadTablesKeepToTheWindowWhileRequestsBegunInItStayWhole) {
+  ReportModel model({.until_ns = 20'000});
+  LockWait(model, false);
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  EXPECT_EQ(operation->slow.duration_ns, 49'100u);
+  EXPECT_EQ(operation->slow.off_cpu_ns.at("lock"), 47'000u);
+  ExpectPartsAddUp(operation->slow);
+
+  const ThreadReport* handler = ThreadNamed(model, "worker-0");
+  ASSERT_NE(handler, nullptr);
+  EXPECT_EQ(handler->outside.on_cpu_ns, 1'000u);  // 1..2 µs
+  EXPECT_EQ(handler->inside.on_cpu_ns, 1'000u);   // 2..3 µs
+  EXPECT_EQ(handler->inside.off_cpu_ns.at("lock"), 18'000u);  // 3..21 µs of the 47 µs wait
+  EXPECT_EQ(handler->inside.runq_ns, 0u);
+  const auto top = model.TopFunctions(5);
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0].name, "janitor_compact_locked");
+
+  ReportModel later({.since_ns = 10'000});
+  LockWait(later, false);
+  EXPECT_TRUE(later.TopFunctions(5).empty()) << "the one sample is at 5 µs, before the window";
+  const ThreadReport* waiting = ThreadNamed(later, "worker-0");
+  ASSERT_NE(waiting, nullptr);
+  // The request began before the window: none is listed, its time is outside requests.
+  EXPECT_EQ(KindNamed(later, "request"), nullptr);
+  EXPECT_EQ(waiting->outside.off_cpu_ns.at("lock"), 39'000u);  // 11..50 µs
+  EXPECT_EQ(waiting->outside.runq_ns, 500u);
+  EXPECT_EQ(waiting->outside.on_cpu_ns, 600u);  // 50.5..51.1 µs
+}
+
 TEST(ReportModelTest, WithoutSchedulerRecordsRequestsAreReportedAndUnaccounted) {
   ReportModel model({});
   Preamble(model, 100);
