@@ -1,4 +1,4 @@
-// The report as one JSON document; its schema is docs/report-json.md.
+// The report as one JSON document; its fields are in docs/report.md ("JSON").
 #include <nlohmann/json.hpp>
 
 #include "analysis/report_output.h"
@@ -154,7 +154,8 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
   for (const auto& cost : model.TopFunctions(model.options().top)) {
     functions.push_back({{"name", cost.name}, {"self", cost.self}, {"total", cost.total}});
   }
-  doc["top_functions"] = {{"sampled", true}, {"functions", functions}};
+  doc["top_functions"] = {
+      {"sampled", true}, {"samples", model.top_function_samples()}, {"functions", functions}};
   for (bool inside : {true, false}) {
     Json waits = Json::array();
     for (const StackShare& wait : model.TopWaits(inside, model.options().top)) {

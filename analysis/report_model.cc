@@ -97,12 +97,23 @@ void ReportModel::AddSample(const format::Record& record, uint32_t stack,
   if (options_.pid && stacks_.threads().PidOf(record.tid) != *options_.pid) return;
   const bool in_window = InWindow(record.time_ns);
   accounts_[record.tid].ledger.AddSample(stack, !sample.kernel_stack.empty(), in_window);
-  if (in_window && stack != 0) ++samples_by_stack_[stack];
+  if (in_window && stack != 0) {
+    ++samples_by_stack_[stack];
+    ++top_function_samples_;
+  }
 }
 
 bool ReportModel::InWindow(uint64_t time_ns) const {
   const uint64_t at = time_ns - first_ns_;
   return at >= options_.since_ns && at <= options_.until_ns;
+}
+
+std::string ReportModel::WindowLabel() const {
+  if (options_.since_ns == 0 && options_.until_ns == UINT64_MAX) return "";
+  auto seconds = [](uint64_t ns) { return static_cast<double>(ns) / 1e9; };
+  if (options_.until_ns == UINT64_MAX) return fmt::format(" from +{:.3f} s", seconds(options_.since_ns));
+  return fmt::format(" from +{:.3f} s to +{:.3f} s", seconds(options_.since_ns),
+                     seconds(options_.until_ns));
 }
 
 uint64_t ReportModel::WindowPart(uint64_t begin_ns, uint64_t end_ns) const {

@@ -138,6 +138,9 @@ class ReportModel {
     uint64_t self = 0, total = 0;
   };
   std::vector<FunctionCost> TopFunctions(size_t n) const;
+  uint64_t top_function_samples() const { return top_function_samples_; }
+  // "" for the whole trace, else " from +A s to +B s" (--since/--until).
+  std::string WindowLabel() const;
   // The stacks threads waited in longest (their waits summed), inside requests or outside them.
   std::vector<StackShare> TopWaits(bool inside, size_t n) const;
 
@@ -200,6 +203,7 @@ class ReportModel {
   std::map<std::string, uint64_t> usdt_;
   // Samples of the wanted threads inside the window, by stack: the hot functions.
   absl::flat_hash_map<uint32_t, uint64_t> samples_by_stack_;
+  uint64_t top_function_samples_ = 0;
   absl::flat_hash_map<uint64_t, std::string> wait_of_;  // evidence -> class name
   uint64_t ends_without_begin_ = 0;
   std::array<uint64_t, format::kMaxLossSource + 1> lost_by_source_{};

@@ -139,20 +139,20 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
     Evidence(out, request.breakdown, "       ");
   }
 
-  out += "\nthreads: inside requests | outside requests\n";
+  out += fmt::format("\nthreads{}: inside requests | outside requests\n", model.WindowLabel());
   for (const ThreadReport& thread : model.threads()) {
     out += fmt::format("  {}\n      inside:  {}\n      outside: {}\n", Who(thread.thread),
                        Parts(thread.inside, false), Parts(thread.outside, false));
   }
   const size_t top = model.options().top;
-  out += fmt::format("\ntop on-CPU functions (sampled, {} samples; self / total)\n",
-                     model.stacks().samples());
+  out += fmt::format("\ntop on-CPU functions{} (sampled, {} samples; self / total)\n",
+                     model.WindowLabel(), model.top_function_samples());
   for (const auto& cost : model.TopFunctions(top)) {
     out += fmt::format("  {:6} {:6}  {}\n", cost.self, cost.total, cost.name);
   }
   for (bool inside : {true, false}) {
-    out += fmt::format("\nwaits {} requests by stack (each stack's waits summed)\n",
-                       inside ? "inside" : "outside");
+    out += fmt::format("\nwaits {} requests by stack{} (each stack's waits summed)\n",
+                       inside ? "inside" : "outside", model.WindowLabel());
     for (const StackShare& wait : model.TopWaits(inside, top)) {
       out += fmt::format("  {} {}: {}\n", Ms(wait.ns), wait.wait, StackLine(wait));
     }

@@ -54,7 +54,7 @@ void AddReportCommand(CLI::App& app, ReportOptions& options) {
       ->allow_extra_args(false);
   command->add_option("--list", options.list, "Slowest requests listed")->capture_default_str();
   command->add_option("--top", options.top, "Rows per whole-trace table")->capture_default_str();
-  command->add_flag("--json", options.json, "One JSON object, for scripts (docs/report-json.md)");
+  command->add_flag("--json", options.json, "One JSON object, for scripts (its fields: docs/report.md)");
 }
 
 int RunReport(const ReportOptions& options) {

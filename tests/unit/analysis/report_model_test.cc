@@ -170,6 +170,11 @@ TEST(ReportModelTest, ThreadTablesKeepToTheWindowWhileRequestsBegunInItStayWhole
   const auto top = model.TopFunctions(5);
   ASSERT_EQ(top.size(), 1u);
   EXPECT_EQ(top[0].name, "janitor_compact_locked");
+  const std::string text = ReportText(model, {});
+  EXPECT_NE(text.find("top on-CPU functions from +0.000 s to +0.000 s (sampled, 1 samples"),
+            std::string::npos)
+      << "the tables say they are of the window:\n"
+      << text;
 
   ReportModel later({.since_ns = 10'000});
   LockWait(later, false);
