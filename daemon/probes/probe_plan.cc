@@ -51,6 +51,19 @@ bool NamesObject(std::string_view target, std::string_view path) {
   return (next == '.' || next == '-') && base.find(".so") != std::string_view::npos;
 }
 
+// Whether `pid` was started by the name `target` though its executable is
+// named otherwise: a symlink (/usr/bin/redis-server -> redis-check-rdb).
+// The kernel names the process (comm, 15 bytes) after the path given to
+// execve; argv[0] says the same unless the program rewrote it.
+bool StartedAs(uint32_t pid, std::string_view target) {
+  std::string comm;
+  std::getline(std::ifstream(ProcPath(pid, "/comm")), comm);
+  if (!comm.empty() && comm == target.substr(0, 15)) return true;
+  std::string argv0;
+  std::getline(std::ifstream(ProcPath(pid, "/cmdline")), argv0, '\0');
+  return !argv0.empty() && Basename(argv0) == target;
+}
+
 // x86 instructions the kernel emulates at a uprobe (no single-step).
 bool EmulatedEntry(const std::vector<uint8_t>& bytes) {
   if (bytes.empty()) return false;
@@ -258,6 +271,9 @@ class Planner {
           object = mapped;
           break;
         }
+      }
+      if (object.empty() && !objects.empty() && StartedAs(pid, request.target)) {
+        object = objects.front();
       }
       if (object.empty()) {
         return warn(fmt::format("maps no executable or library named '{}'", request.target));

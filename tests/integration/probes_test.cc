@@ -373,6 +373,31 @@ TEST(UprobeTest, CallCountsAreExactAndLatencyMatchesTheProgram) {
   EXPECT_NEAR(median, program_median, 0.05 * program_median);
 }
 
+// A program started through a symlink (as /usr/bin/redis-server is one to
+// redis-check-rdb) is probed by the name it was started as: its mappings
+// hold only the file the link resolves to.
+TEST(UprobeTest, AProgramStartedThroughASymlinkIsProbedByThatName) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir dir, links;
+  const std::string linked = links.path() + "/linked_target";
+  std::filesystem::create_symlink(TestProgram("uprobe_target"), linked);
+  ChildProcess program({linked, "7"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  ASSERT_TRUE(probes::ParseProbeRequests({}, {"linked_target:work_static"}, &options.probes).ok());
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  for (const std::string& warning : session->stats().warnings) {
+    EXPECT_EQ(warning.find("linked_target"), std::string::npos) << warning;
+  }
+  program.WriteLine("go");
+  ASSERT_EQ(program.ReadWords().at(0), "done");
+  ASSERT_TRUE(session->Stop().ok());
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  EXPECT_EQ(CountProbe(trace.uprobe_entries, "linked_target:work_static"), 7u);
+}
+
 // The BPF links this process holds, by type ("uprobe_multi", "perf", ...).
 std::multiset<std::string> LinkTypes() {
   std::multiset<std::string> types;
