@@ -350,6 +350,7 @@ v1::SessionStatus SessionManager::ToProto(const session::SessionStats& stats, ui
   status.set_last_error(stats.last_error);
   for (const std::string& warning : stats.warnings) status.add_warnings(warning);
   status.set_probe_sites(stats.probe_sites);
+  status.set_ended_because(stats.ended_because);
   return status;
 }
 

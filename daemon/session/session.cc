@@ -176,10 +176,17 @@ void Session::Run() {
   malloc_trim(0);
   while (true) {
     drained_bytes_ = 0;
-    const bool ended =
-        stop_requested_.load() || pipeline_->targets().empty() ||
-        (options_.duration_ns != 0 && MonotonicNow() - start_ns_ >= options_.duration_ns);
-    if (ended) {
+    const char* ended_because =
+        stop_requested_.load()           ? ""
+        : pipeline_->targets().empty()   ? "every target exited"
+        : options_.duration_ns != 0 && MonotonicNow() - start_ns_ >= options_.duration_ns
+            ? "its duration elapsed"
+            : nullptr;
+    if (ended_because != nullptr) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stats_.ended_because = ended_because;
+      }
       Cycle(/*final=*/true);
       break;
     }

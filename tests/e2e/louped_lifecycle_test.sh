@@ -5,7 +5,8 @@
 # --detach one runs on); `tracectl list` answers in under a second while a
 # detach is slow (hundreds of uprobes to unregister); SIGTERM after write
 # failures (a directory made read-only, then writable again) exits 0 with
-# every segment sealed, within shutdown_timeout_s; --check-config refuses
+# every segment sealed, within shutdown_timeout_s, and the attached tracectl
+# says it lost louped; a session whose target exits says so; --check-config refuses
 # what every attach, or startup, would. Issue 15 review: two loupeds started
 # together leave one serving; a FIFO named by --uprobe is refused, not
 # waited on; a caller other than root gets no ring larger than louped's, no
@@ -247,8 +248,22 @@ echo "list and status during a slow detach: ${elapsed_ms} ms"
 grep -q "^slow" "$work/list.out" || fail "list during the detach: $(cat "$work/list.out")"
 wait "$detacher" || fail "slow detach: $(cat "$work/slow.out")"
 
-# --- SIGTERM after write failures: sealed files, no .active left, exit 0.
-"$tracectl" --socket "$sock" attach "$app_pid" --session-id flaky -q > /dev/null 2>&1 &
+# --- A session whose target exits ends, and its tracectl says why.
+sleep 60 &
+sleeper=$!
+"$tracectl" --socket "$sock" attach "$sleeper" --session-id sleeper -q > /dev/null \
+  2> "$work/sleeper.err" &
+sleeper_client=$!
+until T status sleeper 2> /dev/null | grep "^sleeper  running" > /dev/null; do sleep 0.1; done
+kill "$sleeper"
+wait "$sleeper_client" || fail "attach to a target that exited: $? $(cat "$work/sleeper.err")"
+grep -q "session sleeper ended in louped: every target exited" "$work/sleeper.err" \
+  || fail "attach did not say why its session ended: $(cat "$work/sleeper.err")"
+T status sleeper | grep -q "ended: every target exited" || fail "status: $(T status sleeper)"
+
+# --- SIGTERM after write failures: sealed files, no .active left, exit 0;
+# the attached tracectl says it lost louped and where the trace is.
+"$tracectl" --socket "$sock" attach "$app_pid" --session-id flaky -q > /dev/null 2> "$work/flaky.err" &
 flaky_client=$!
 until T status flaky 2> /dev/null | grep "^flaky  running" > /dev/null; do sleep 0.1; done
 sleep 1.5
@@ -263,7 +278,13 @@ kill -TERM "$daemon"
 wait "$daemon" || fail "louped exited $? on SIGTERM after write failures: $(tail -20 "$work/louped.log")"
 term_ms=$(( ($(date +%s%N) - term_at) / 1000000 ))
 [ "$term_ms" -le 20000 ] || fail "SIGTERM took ${term_ms} ms, past shutdown_timeout_s = 20"
-wait "$flaky_client" 2> /dev/null || true
+set +e
+wait "$flaky_client"
+code=$?
+set -e
+[ "$code" = 2 ] || fail "attach exited $code when louped stopped under it: $(cat "$work/flaky.err")"
+grep -q "lost louped while tracing .*session flaky ended with it. What it wrote is in $traces" \
+  "$work/flaky.err" || fail "attach did not say it lost louped: $(cat "$work/flaky.err")"
 active=$(find "$traces" -name '*.active')
 [ -z "$active" ] || fail "left unsealed: $active"
 ls "$traces"/flaky-*.loupe > /dev/null || fail "the flaky session sealed nothing"

@@ -217,6 +217,15 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
   absl::StatusOr<v1::SessionStatus> final_status = daemon.Detach(attached->session_id());
   watcher.join();
   if (live) fmt::print(stderr, "\n");
+  if (!final_status.ok() && final_status.status().code() == absl::StatusCode::kUnavailable) {
+    // louped went away (stopped, crashed, restarted): the session went with
+    // it, and what it wrote is all there is; only the files can tell.
+    fmt::print(stderr,
+               "tracectl: lost louped while tracing ({}); session {} ended with it. What it "
+               "wrote is in {}: check it with tracectl verify\n",
+               MessageOf(final_status.status()), attached->session_id(), attached->output_dir());
+    return kExitError;
+  }
   if (!final_status.ok()) {
     if (interrupted || final_status.status().code() != absl::StatusCode::kNotFound) {
       return Fail(final_status.status());
@@ -228,6 +237,10 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
                   final_status->events(), final_status->bytes_written()};
   for (const auto& [what, count] : final_status->losses()) outcome.losses[what] = count;
   outcome.end_error = final_status->end_error();
+  if (!interrupted && !final_status->ended_because().empty()) {
+    fmt::print(stderr, "tracectl: session {} ended in louped: {}\n", final_status->session_id(),
+               final_status->ended_because());
+  }
   return PrintOutcome(outcome);
 }
 

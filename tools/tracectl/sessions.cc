@@ -28,6 +28,7 @@ void Print(const v1::SessionStatus& status, bool json) {
   for (const std::string& line : tally.Lines()) fmt::print("    {}\n", line);
   if (!status.last_error().empty()) fmt::print("    error: {}\n", status.last_error());
   if (!status.end_error().empty()) fmt::print("    error at the end: {}\n", status.end_error());
+  if (!status.ended_because().empty()) fmt::print("    ended: {}\n", status.ended_because());
   if (status.probe_sites() != 0) fmt::print("    probe sites: {}\n", status.probe_sites());
   for (const std::string& warning : status.warnings()) fmt::print("    warning: {}\n", warning);
 }
