@@ -611,6 +611,7 @@ absl::Status SegmentWriter::Seal(bool final) {
       sealed_content_[SegmentPath(sequence_, /*active=*/false).substr(directory_.size() + 1)];
   std::copy(std::begin(kind_counts_), std::end(kind_counts_), content.records_by_kind.begin());
   content.losses = std::move(losses);
+  content.bytes = file_size_;
 
   const std::string active = SegmentPath(sequence_, /*active=*/true);
   const std::string sealed = SegmentPath(sequence_, /*active=*/false);
@@ -650,6 +651,7 @@ void SegmentWriter::RecordEvictions(std::vector<Eviction> evictions) {
       for (const auto& [id, count] : own->second.losses) {
         if ((reported_losses_[id] -= count) == 0) reported_losses_.erase(id);
       }
+      stats_.bytes_evicted += own->second.bytes;
       sealed_content_.erase(own);
     }
     pending_evicted_.push_back(std::move(eviction.name));

@@ -93,8 +93,10 @@ struct WriterStats {
   std::array<uint64_t, kMaxRecordKind + 1> records_by_kind{};
   // In the block being built, not yet in a file.
   uint64_t records_pending = 0;
-  // This writer's sealed segments still in the folder (sealed less evicted).
+  // This writer's sealed segments still in the folder (sealed less evicted),
+  // and the bytes of those evicted.
   uint64_t segments_in_files = 0;
+  uint64_t bytes_evicted = 0;
 };
 
 class SegmentWriter {
@@ -154,6 +156,7 @@ class SegmentWriter {
   // What a sealed segment of this writer holds, taken off the totals when it
   // is evicted.
   struct SealedContent {
+    uint64_t bytes = 0;
     std::array<uint64_t, kMaxRecordKind + 1> records_by_kind{};
     LossMap losses;
   };

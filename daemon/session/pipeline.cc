@@ -218,7 +218,8 @@ PipelineStats Pipeline::stats() const {
     }
   }
   stats.losses = writer_->losses();
-  stats.bytes_written = written.bytes_written;
+  // What is in its files now, as the events and segments are.
+  stats.bytes_written = written.bytes_written - written.bytes_evicted;
   stats.segments = written.segments_in_files;
   return stats;
 }

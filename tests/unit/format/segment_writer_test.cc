@@ -212,6 +212,10 @@ TEST(SegmentWriterTest, EvictsOldestFirstAndReportsItInTheNextSegment) {
   // The newest survive, numbered without gaps up to the last one sealed.
   ASSERT_EQ(files.size(), stats.segments_sealed - stats.segments_evicted);
   EXPECT_EQ(files.front(), fmt::format("test-{:06}.loupe", stats.segments_evicted));
+  // The bytes still in files are those of the files left (attach and status say them).
+  uint64_t on_disk = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) on_disk += entry.file_size();
+  EXPECT_EQ(stats.bytes_written - stats.bytes_evicted, on_disk);
 
   ReadBack back = ReadAll(dir.path());
   // Nothing vanished unaccounted: what is left plus what was reported evicted.
