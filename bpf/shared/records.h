@@ -86,7 +86,10 @@ struct loupe_sched_switch {
 	__u16 user_depth;   /* stacks of prev at switch-out, when prev is a target */
 	__u16 kernel_depth;
 	__u32 stack_flags;  /* enum loupe_stack_flag */
-	__u32 pad;
+	/* When prev is a target: how long it ran since the kernel last put it
+	 * on a CPU, by the kernel's own accounting (0: unknown, or 4.29 s and
+	 * more). Places a switch-in the tracepoint never reported. */
+	__u32 prev_ran_ns;
 	/* Names of the sides that are not targets (the threads that held a CPU
 	 * a target waited for); all zero for a target and for the idle task. */
 	char prev_comm[LOUPE_COMM_LEN];

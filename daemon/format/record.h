@@ -162,6 +162,9 @@ struct SchedSwitch {
 };
 // The kernel's TASK_DEAD in prev_state: an exited thread's last switch.
 inline constexpr uint32_t kTaskDead = 0x80;
+// In prev_state: a switch the kernel did not report, placed by its own
+// accounting of when the next thread began to run (docs/format.md).
+inline constexpr uint32_t kSwitchInferred = 1u << 30;
 // Where a wakeup came from: a task (the record's tid), or an interrupt
 // whose record tid is merely the task it interrupted.
 enum class WakerContext : uint8_t { kTask = 0, kHardIrq, kSoftIrq, kTimer, kNmi };

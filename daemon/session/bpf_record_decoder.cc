@@ -88,6 +88,7 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
       event->record.payload = format::SchedSwitch{r.next_tid, r.prev_state};
       event->prev_tgid = r.prev_tgid;
       event->next_tgid = r.next_tgid;
+      event->prev_ran_ns = r.prev_ran_ns;
       // Most switches are between targets: no name, no allocation.
       if (r.prev_comm[0] != '\0') event->prev_comm.Assign(CString(r.prev_comm, sizeof r.prev_comm));
       if (r.next_comm[0] != '\0') event->next_comm.Assign(CString(r.next_comm, sizeof r.next_comm));

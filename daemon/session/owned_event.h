@@ -97,6 +97,8 @@ class OwnedEvent {
   uint32_t prev_tgid = 0;
   uint32_t next_tgid = 0;
   uint16_t user_depth = 0;
+  // For switches of a target: how long it had run (loupe_sched_switch).
+  uint32_t prev_ran_ns = 0;
   // The user stack walk met an address no user frame can have; the frames
   // from there on were dropped.
   bool unwind_stopped = false;
@@ -127,6 +129,7 @@ class OwnedEvent {
     prev_tgid = 0;
     next_tgid = 0;
     user_depth = 0;
+    prev_ran_ns = 0;
     unwind_stopped = false;
     prev_comm.clear();
     next_comm.clear();

@@ -18,6 +18,7 @@ Pipeline::Pipeline(PipelineOptions options, Targets targets,
       probe_decoder_(probe_names, options_.content_policy),
       reorder_(options_.reorder_window_ns, options_.max_pending_events),
       offcpu_([this](uint32_t tgid) { return IsTarget(tgid); }),
+      missed_([this](uint32_t tgid) { return IsTarget(tgid); }),
       foreign_([this](uint32_t tgid) { return IsTarget(tgid); }) {}
 
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
@@ -85,7 +86,14 @@ void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
   } else if (const auto* exec = std::get_if<format::ProcessExec>(&event->record.payload)) {
     probe_decoder_.names().OnExec(exec->pid);
   }
+  const bool missed = missed_.Observe(*event);
   reorder_.Add();
+  // The switch-in the kernel did not report goes in too, where it is still
+  // in time order; earlier than what has left, its time stays unaccounted.
+  if (missed && missed_.inferred_time_ns() >= reorder_.released_until()) {
+    missed_.TakeInferred(&reorder_.Next());
+    reorder_.Add();
+  }
   // A busy drain hands over a whole ring at once (~100 k records of 4
   // MiB): what is due leaves as the drain goes, so the reorder buffer holds
   // a window's worth of events and not a ring's.

@@ -22,6 +22,7 @@
 #include "daemon/session/content_policy.h"
 #include "daemon/session/foreign_threads.h"
 #include "daemon/session/loss_ledger.h"
+#include "daemon/session/missed_switch_ins.h"
 #include "daemon/session/offcpu_tracker.h"
 #include "daemon/session/operation_tracker.h"
 #include "daemon/session/probe_record_decoder.h"
@@ -95,6 +96,7 @@ class Pipeline {
   ProbeRecordDecoder probe_decoder_;
   ReorderBuffer reorder_;
   OffCpuTracker offcpu_;
+  MissedSwitchIns missed_;
   OwnedEvent interval_;  // the off_cpu event being written, its buffers reused
   ForeignThreads foreign_;
   OperationTracker operations_;

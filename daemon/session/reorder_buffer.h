@@ -38,6 +38,8 @@ class ReorderBuffer {
   void Flush(const Sink& sink) { ReleaseUntil(UINT64_MAX, sink); }
 
   uint64_t late() const { return late_; }
+  // Events before this time have been released: one added now would be late.
+  uint64_t released_until() const { return released_until_; }
   size_t size() const { return order_.size(); }
 
  private:

@@ -1,0 +1,82 @@
+// Switch-ins the kernel did not report, placed from the second switch-out's
+// own account of how long the thread had run.
+#include "daemon/session/missed_switch_ins.h"
+
+#include <gtest/gtest.h>
+
+namespace loupe::session {
+namespace {
+
+constexpr uint32_t kTarget = 100, kWorker = 101, kOtherWorker = 102;  // the target's threads
+constexpr uint32_t kInit = 1, kTokio = 81;  // a thread whose switch-outs the tracepoint omits
+
+OwnedEvent Switch(uint64_t time_ns, uint32_t prev_tid, uint32_t prev_tgid, uint32_t next_tid,
+                  uint32_t next_tgid, uint32_t ran_ns, uint32_t prev_state = 0) {
+  OwnedEvent event;
+  event.record = {.time_ns = time_ns,
+                  .tid = prev_tid,
+                  .cpu = 0,
+                  .payload = format::SchedSwitch{next_tid, prev_state}};
+  event.prev_tgid = prev_tgid;
+  event.next_tgid = next_tgid;
+  event.prev_ran_ns = ran_ns;
+  if (next_tgid == kInit) event.next_comm.Assign("tokio-rt-worker");
+  return event;
+}
+
+class MissedSwitchInsTest : public ::testing::Test {
+ protected:
+  MissedSwitchIns missed_{[](uint32_t tgid) { return tgid == kTarget; }};
+};
+
+TEST_F(MissedSwitchInsTest, ASecondSwitchOutPlacesTheMissingSwitchInByTheTimeRun) {
+  EXPECT_FALSE(missed_.Observe(Switch(1'000, kWorker, kTarget, kTokio, kInit, 400)));
+  // tokio -> worker at 3'500 was never reported; the worker ran 1'500 ns.
+  ASSERT_TRUE(missed_.Observe(Switch(5'000, kWorker, kTarget, kTokio, kInit, 1'500)));
+  EXPECT_EQ(missed_.inferred_time_ns(), 3'500u);
+  OwnedEvent in;
+  missed_.TakeInferred(&in);
+  EXPECT_EQ(in.record.time_ns, 3'500u);
+  EXPECT_EQ(in.record.tid, kTokio);
+  EXPECT_EQ(in.prev_tgid, kInit);
+  EXPECT_EQ(in.prev_comm.view(), "tokio-rt-worker");
+  EXPECT_EQ(in.next_tgid, kTarget);
+  const auto& change = std::get<format::SchedSwitch>(in.record.payload);
+  EXPECT_EQ(change.next_tid, kWorker);
+  EXPECT_EQ(change.prev_state, format::kSwitchInferred);
+}
+
+TEST_F(MissedSwitchInsTest, TheSwitchInIsNeverPlacedAfterWhatTheThreadRanMeanwhile) {
+  EXPECT_FALSE(missed_.Observe(Switch(1'000, kWorker, kTarget, kTokio, kInit, 400)));
+  OwnedEvent span;
+  span.record = {.time_ns = 3'497, .tid = kWorker, .payload = format::SpanBegin{.span_id = 1}};
+  EXPECT_FALSE(missed_.Observe(span));
+  // The kernel's clock says 3'500, three microseconds after the span began.
+  ASSERT_TRUE(missed_.Observe(Switch(5'000, kWorker, kTarget, kTokio, kInit, 1'500)));
+  EXPECT_EQ(missed_.inferred_time_ns(), 3'497u);
+}
+
+TEST_F(MissedSwitchInsTest, NothingIsMadeWhereTheSwitchInWasReportedOrCannotBePlaced) {
+  // Reported switch-in between the switch-outs.
+  EXPECT_FALSE(missed_.Observe(Switch(1'000, kWorker, kTarget, kTokio, kInit, 400)));
+  EXPECT_FALSE(missed_.Observe(Switch(2'000, kTokio, kInit, kWorker, kTarget, 0)));
+  EXPECT_FALSE(missed_.Observe(Switch(3'000, kWorker, kTarget, kTokio, kInit, 1'000)));
+  // Missing, but the kernel's account is unknown (0) or reaches back past
+  // the previous switch-out.
+  EXPECT_FALSE(missed_.Observe(Switch(5'000, kWorker, kTarget, kTokio, kInit, 0)));
+  EXPECT_FALSE(missed_.Observe(Switch(6'000, kWorker, kTarget, kTokio, kInit, 1'500)));
+  // The CPU was last seen going to another of the target's threads, whose
+  // own switches are all reported: that one did not hand it over.
+  EXPECT_FALSE(missed_.Observe(Switch(6'500, kTokio, kInit, kOtherWorker, kTarget, 0)));
+  EXPECT_FALSE(missed_.Observe(Switch(8'000, kWorker, kTarget, kTokio, kInit, 500)));
+}
+
+TEST_F(MissedSwitchInsTest, AnExitedThreadIsForgotten) {
+  EXPECT_FALSE(missed_.Observe(Switch(1'000, kWorker, kTarget, kTokio, kInit, 400, format::kTaskDead)));
+  EXPECT_EQ(missed_.switched_out_threads(), 0u);
+  // Its tid reused by a new thread: that one's first switch-out begins afresh.
+  EXPECT_FALSE(missed_.Observe(Switch(9'000, kWorker, kTarget, kTokio, kInit, 7'000)));
+}
+
+}  // namespace
+}  // namespace loupe::session
