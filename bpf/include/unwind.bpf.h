@@ -169,8 +169,9 @@ static __always_inline bool read_user(__u64 *value, __u64 address)
 	return bpf_probe_read_user(value, sizeof(*value), (const void *)address) == 0;
 }
 
-/* Pending returns looked through per frame: one per probed call the
- * thread is inside, usually one or two. */
+/* Pending returns looked through per trampoline: the walk resumes after
+ * the last one matched, so only entries left by calls that never returned
+ * (a longjmp past them) are skipped over. */
 #define LOUPE_PENDING_RETURNS_MAX 8
 
 /* A %return probe replaced the return address in `slot` with the kernel's
@@ -186,6 +187,9 @@ static __always_inline void restore_return_address(struct unwind_walk *walk, __u
 	for (int i = 0; i < LOUPE_PENDING_RETURNS_MAX && pending; i++) {
 		if (BPF_CORE_READ(pending, stack) == slot) {
 			walk->pc = BPF_CORE_READ(pending, orig_ret_vaddr);
+			/* The walk goes outwards, the list too (innermost
+			 * first): the next trampoline's entry is further on. */
+			walk->pending = BPF_CORE_READ(pending, next);
 			return;
 		}
 		pending = BPF_CORE_READ(pending, next);

@@ -313,6 +313,29 @@ TEST_P(UnwindTest, StacksInsideReturnProbedCallsReachTheirCallers) {
   ExpectSaneStacks(run);
 }
 
+// Twelve levels of a recursion traced with %return: every level's return
+// address is the trampoline, each put back from its own pending return.
+TEST_P(UnwindTest, StacksInsideNestedReturnProbedCallsReachMain) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("nested", nullptr, {"unwind_app_" + GetParam() + ":nest%return"});
+  const auto& samples = run.trace.samples;
+  ASSERT_GE(samples.size(), 300u) << "too few samples to judge";
+  std::vector<const SymbolizedStack*> short_of_main;
+  size_t thirteen_deep = 0;
+  for (const SymbolizedStack& stack : samples) {
+    if (!Reaches(stack.user_frames, "main")) short_of_main.push_back(&stack);
+    const auto nests = std::count_if(stack.user_frames.begin(), stack.user_frames.end(),
+                                     [](const NamedFrame& frame) { return frame.function == "nest"; });
+    if (nests == 13) ++thirteen_deep;
+  }
+  EXPECT_LE(short_of_main.size() * 100, samples.size() * 5)
+      << short_of_main.size() << " of " << samples.size()
+      << " user stacks do not reach main:" << ShowSome(short_of_main);
+  EXPECT_GE(thirteen_deep * 2, samples.size()) << "few stacks hold all 13 levels:"
+                                               << ShowSome(All(samples));
+  ExpectSaneStacks(run);
+}
+
 // The off-CPU intervals of the program's one blocked thread (poked by main
 // every 10 ms, so that they end and are written) keep `chain`.
 void ExpectBlockedThreadKeeps(const UnwindRun& run, const std::vector<FrameTest>& chain,

@@ -272,6 +272,29 @@ FRAME int recurse(int n)
 	return depth_sink + n;
 }
 
+/* A recursion entered again and again (so after any attach): traced with
+ * %return, each level's return address is the kernel's trampoline. */
+FRAME int nest(int n)
+{
+	if (n == 0) {
+		/* Long next to the 26 probe hits of a round (a few µs each),
+		 * which are no frames of the program's. */
+		sink += spin(5000000);
+		return 0;
+	}
+	int below = nest(n - 1);
+
+	depth_sink = below;  /* not a tail call */
+	return depth_sink + n;
+}
+
+static void run_nested(void)
+{
+	ready();
+	for (;;)
+		sink += (unsigned long)nest(12);
+}
+
 /* ---------------------------------------------------------------- lib */
 
 static unsigned long callback_spins;
@@ -342,10 +365,12 @@ int main(int argc, char **argv)
 		run_signal();
 	else if (strcmp(mode, "recurse") == 0)
 		sink += (unsigned long)recurse(1000);
+	else if (strcmp(mode, "nested") == 0)
+		run_nested();
 	else if (strcmp(mode, "lib") == 0)
 		run_lib();
 	else if (strcmp(mode, "dlopen") == 0)
 		run_dlopen();
-	fprintf(stderr, "usage: %s cpu|mutex|read|signal|recurse|lib|dlopen\n", argv[0]);
+	fprintf(stderr, "usage: %s cpu|mutex|read|signal|recurse|nested|lib|dlopen\n", argv[0]);
 	return 2;
 }
