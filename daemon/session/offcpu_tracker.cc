@@ -77,12 +77,21 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
 }
 
 bool OffCpuTracker::TakeUnended(uint64_t end_ns, OwnedEvent* interval) {
-  for (auto& [tid, from] : switched_out_) {
-    if (from.active && from.time_ns <= end_ns) {
-      End(tid, from, end_ns, from.cpu, interval);
-      woken_.erase(tid);
-      return true;
+  // Listed once: a scan of every thread per call is quadratic in a big pool.
+  if (!unended_listed_) {
+    for (const auto& [tid, from] : switched_out_) {
+      if (from.active) unended_.push_back(tid);
     }
+    unended_listed_ = true;
+  }
+  while (!unended_.empty()) {
+    const uint32_t tid = unended_.back();
+    unended_.pop_back();
+    auto it = switched_out_.find(tid);
+    if (it == switched_out_.end() || !it->second.active || it->second.time_ns > end_ns) continue;
+    End(tid, it->second, end_ns, it->second.cpu, interval);
+    woken_.erase(tid);
+    return true;
   }
   return false;
 }

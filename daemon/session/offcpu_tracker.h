@@ -68,6 +68,8 @@ class OffCpuTracker {
 
   IsTarget is_target_;
   absl::flat_hash_map<uint32_t, SwitchedOut> switched_out_;  // by tid
+  std::vector<uint32_t> unended_;  // TakeUnended's threads left to take
+  bool unended_listed_ = false;
   absl::flat_hash_map<uint32_t, Woken> woken_;
 };
 

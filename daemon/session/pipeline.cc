@@ -111,7 +111,8 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
     reorder_.Flush(sink);
     // Threads still waiting when tracing stops (an idle pool's workers):
     // their waits so far, or their switch-out stacks would be in no record.
-    const uint64_t end_ns = std::max(last_time_ns_, drained_at_ns);
+    const uint64_t end_ns =
+        std::max(last_time_ns_, stopped_at_ns_ != 0 ? stopped_at_ns_ : drained_at_ns);
     while (offcpu_.TakeUnended(end_ns, &interval_)) {
       operations_.Observe(interval_.record);
       Write(interval_);

@@ -68,6 +68,9 @@ class Pipeline {
   // `final`, then what was lost meanwhile.
   void Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, bool final,
              uint64_t now_ns);
+  // The time tracing stops (before the sources detach): the end of the
+  // waits still open then. Without it the final cycle's drain time is.
+  void TracingStops(uint64_t at_ns) { stopped_at_ns_ = at_ns; }
   // Seals the last segment, waiting up to `symbol_wait_ns` for its symbols.
   absl::Status Close(uint64_t symbol_wait_ns);
 
@@ -105,6 +108,7 @@ class Pipeline {
   std::unique_ptr<StackSymbols> stacks_;  // null when not symbolizing
   std::unique_ptr<format::SegmentWriter> writer_;
   uint64_t last_time_ns_ = 0;
+  uint64_t stopped_at_ns_ = 0;
   uint64_t malformed_ = 0;
   static constexpr uint32_t kReleaseEvery = 4096;
   // Records added since the reorder buffer last released what was due.

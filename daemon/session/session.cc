@@ -221,7 +221,12 @@ void Session::Run() {
 }
 
 void Session::Cycle(bool final) {
-  if (final) source_->Detach();  // nothing new after this; drain what is there
+  if (final) {
+    // Waits still open end here, not once the detach is done (unregistering
+    // uprobes can take seconds, during which nothing is known of them).
+    pipeline_->TracingStops(MonotonicNow());
+    source_->Detach();  // nothing new after this; drain what is there
+  }
   // Every event stamped before this moment is in the ring now (bar records
   // still being filled in): the window is measured from here, not from
   // whenever this thread gets to run after draining.
