@@ -165,6 +165,11 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
     doc[inside ? "waits_in_requests" : "waits_outside_requests"] = waits;
   }
   doc["usdt"] = model.usdt();
+  // What --since/--until narrowed the threads, top functions and waits to
+  // (from the first event; until null: to the end).
+  const ReportOptions& options = model.options();
+  doc["window"] = {{"since_ns", options.since_ns},
+                   {"until_ns", options.until_ns == UINT64_MAX ? Json() : Json(options.until_ns)}};
   return doc.dump() + "\n";
 }
 

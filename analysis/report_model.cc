@@ -249,30 +249,13 @@ std::string ReportModel::WaitOf(uint64_t evidence) {
   return it->second;
 }
 
-Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
-  Breakdown b;
-  b.count = a.count;
-  b.evidence_count = a.evidence_count;
-  b.duration_ns = a.duration_ns;
-  b.on_cpu_ns = a.on_cpu_ns;
-  b.runq_ns = a.runq_ns;
-  b.unaccounted_ns = a.unaccounted_ns();
-  b.user_samples = a.user_samples;
-  b.kernel_samples = a.kernel_samples;
+// Blocking stacks, largest first: the application's frames whole, of the
+// kernel's only the one that told what the wait was.
+std::vector<StackShare> ReportModel::BlockingStacks(const Counts<uint64_t>& blocked, size_t n) {
   std::map<std::string, std::map<uint32_t, uint64_t>> stacks_by_wait;
-  a.blocked.ForEach([&](uint64_t evidence, uint64_t ns) {
-    const std::string wait = WaitOf(evidence);
-    b.off_cpu_ns[wait] += ns;
-    (wait == "sleep" ? b.sleep_ns : b.blocked_ns) += ns;
-    stacks_by_wait[wait][EvidenceStack(evidence)] += ns;
+  blocked.ForEach([&](uint64_t evidence, uint64_t ns) {
+    stacks_by_wait[WaitOf(evidence)][EvidenceStack(evidence)] += ns;
   });
-  // Blocked time of requests whose evidence was not kept: its class is unknown.
-  if (const uint64_t classified = b.blocked_ns + b.sleep_ns; a.blocked_ns > classified) {
-    b.off_cpu_ns["unclassified"] += a.blocked_ns - classified;
-    b.blocked_ns += a.blocked_ns - classified;
-  }
-  // Blocking stacks: the application's frames whole, of the kernel's only
-  // the one that told what the wait was.
   std::vector<StackShare> shares;
   for (const auto& [wait, stacks] : stacks_by_wait) {
     for (const auto& [stack, ns] : stacks) {
@@ -287,8 +270,31 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
   }
   std::sort(shares.begin(), shares.end(),
             [](const StackShare& x, const StackShare& y) { return x.ns > y.ns; });
-  if (shares.size() > kRows) shares.resize(kRows);
-  b.stacks = std::move(shares);
+  if (shares.size() > n) shares.resize(n);
+  return shares;
+}
+
+Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
+  Breakdown b;
+  b.count = a.count;
+  b.evidence_count = a.evidence_count;
+  b.duration_ns = a.duration_ns;
+  b.on_cpu_ns = a.on_cpu_ns;
+  b.runq_ns = a.runq_ns;
+  b.unaccounted_ns = a.unaccounted_ns();
+  b.user_samples = a.user_samples;
+  b.kernel_samples = a.kernel_samples;
+  a.blocked.ForEach([&](uint64_t evidence, uint64_t ns) {
+    const std::string wait = WaitOf(evidence);
+    b.off_cpu_ns[wait] += ns;
+    (wait == "sleep" ? b.sleep_ns : b.blocked_ns) += ns;
+  });
+  // Blocked time of requests whose evidence was not kept: its class is unknown.
+  if (const uint64_t classified = b.blocked_ns + b.sleep_ns; a.blocked_ns > classified) {
+    b.off_cpu_ns["unclassified"] += a.blocked_ns - classified;
+    b.blocked_ns += a.blocked_ns - classified;
+  }
+  b.stacks = BlockingStacks(a.blocked, kRows);
 
   const std::pair<const char*, uint64_t> parts[] = {{"on_cpu", b.on_cpu_ns},
                                                     {"blocked", b.blocked_ns},
@@ -467,11 +473,17 @@ void ReportModel::Finish() {
     slowest_reports_.push_back(std::move(report));
   }
 
+  // Every thread's waits by stack, summed across threads.
+  Counts<uint64_t> waits_inside, waits_outside;
   for (const auto& [tid, account] : accounts_) {
     if (!stacks_.threads().Traced(tid)) continue;
     thread_reports_.push_back({NameOf(tid), Classify(account.ledger.inside(), ""),
                                Classify(account.ledger.outside(), "")});
+    waits_inside.Merge(account.ledger.inside().blocked);
+    waits_outside.Merge(account.ledger.outside().blocked);
   }
+  top_waits_[0] = BlockingStacks(waits_outside, options_.top);
+  top_waits_[1] = BlockingStacks(waits_inside, options_.top);
   std::sort(thread_reports_.begin(), thread_reports_.end(),
             [](const ThreadReport& a, const ThreadReport& b) { return a.thread.tid < b.thread.tid; });
 }
@@ -500,14 +512,8 @@ std::vector<ReportModel::FunctionCost> ReportModel::TopFunctions(size_t n) const
 }
 
 std::vector<StackShare> ReportModel::TopWaits(bool inside, size_t n) const {
-  std::vector<StackShare> top;
-  for (const ThreadReport& thread : thread_reports_) {
-    const Breakdown& b = inside ? thread.inside : thread.outside;
-    top.insert(top.end(), b.stacks.begin(), b.stacks.end());
-  }
-  std::sort(top.begin(), top.end(), [](const StackShare& a, const StackShare& b) { return a.ns > b.ns; });
-  if (top.size() > n) top.resize(n);
-  return top;
+  const std::vector<StackShare>& top = top_waits_[inside ? 1 : 0];
+  return {top.begin(), top.begin() + static_cast<ptrdiff_t>(std::min(n, top.size()))};
 }
 
 }  // namespace loupe::analysis

@@ -141,7 +141,8 @@ class ReportModel {
   uint64_t top_function_samples() const { return top_function_samples_; }
   // "" for the whole trace, else " from +A s to +B s" (--since/--until).
   std::string WindowLabel() const;
-  // The stacks threads waited in longest (their waits summed), inside requests or outside them.
+  // The stacks threads waited in longest (each stack's waits summed across
+  // threads), inside requests or outside them; n ≤ options().top.
   std::vector<StackShare> TopWaits(bool inside, size_t n) const;
 
  private:
@@ -189,6 +190,7 @@ class ReportModel {
   uint64_t PairingLost(RequestSource source) const;
   void Keep(Finished finished);
   Breakdown Classify(const Anatomy& anatomy, std::string_view short_name);
+  std::vector<StackShare> BlockingStacks(const Counts<uint64_t>& blocked, size_t n);
   std::string WaitOf(uint64_t evidence);
   ThreadName NameOf(uint32_t tid) const;
   std::string Sentence(const Breakdown& b, std::string_view short_name) const;
@@ -212,6 +214,7 @@ class ReportModel {
   std::vector<KindReport> kind_reports_;
   std::vector<RequestReport> slowest_reports_;
   std::vector<ThreadReport> thread_reports_;
+  std::array<std::vector<StackShare>, 2> top_waits_;  // outside, inside requests
 };
 
 }  // namespace loupe::analysis

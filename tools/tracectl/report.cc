@@ -53,7 +53,8 @@ void AddReportCommand(CLI::App& app, ReportOptions& options) {
                    "e.g. 'postgresql:query__start..query__done'")
       ->allow_extra_args(false);
   command->add_option("--list", options.list, "Slowest requests listed")->capture_default_str();
-  command->add_option("--top", options.top, "Rows per whole-trace table")->capture_default_str();
+  command->add_option("--top", options.top, "Rows of the top-functions and waits tables")
+      ->capture_default_str();
   command->add_flag("--json", options.json, "One JSON object, for scripts (its fields: docs/report.md)");
 }
 

@@ -188,6 +188,35 @@ TEST(ReportModelTest, ThreadTablesKeepToTheWindowWhileRequestsBegunInItStayWhole
   EXPECT_EQ(waiting->outside.on_cpu_ns, 600u);  // 50.5..51.1 µs
 }
 
+// Two threads wait 10 µs each in the same lock: one row of 20 µs.
+TEST(ReportModelTest, WaitsInOneStackAreSummedAcrossThreads) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  const uint32_t threads[] = {kHandler, kHolder};
+  for (uint32_t cpu : {0u, 1u}) {
+    model.Add({.time_ns = 1'000, .tid = 0, .cpu = cpu, .payload = format::SchedSwitch{threads[cpu], 0}});
+  }
+  for (uint32_t cpu : {0u, 1u}) {
+    model.Add({.time_ns = 2'000, .tid = threads[cpu], .cpu = cpu, .payload = format::SchedSwitch{0, 1}});
+  }
+  for (uint32_t cpu : {0u, 1u}) {
+    model.Add({.time_ns = 12'000, .tid = 0, .cpu = cpu,
+               .payload = format::SchedWakeup{.woken_tid = threads[cpu], .target_cpu = cpu}});
+    model.Add({.time_ns = 12'000, .tid = 0, .cpu = cpu, .payload = format::SchedSwitch{threads[cpu], 0}});
+    model.Add({.time_ns = 12'000, .tid = threads[cpu], .cpu = cpu,
+               .payload = format::OffCpu{.duration_ns = 10'000, .prev_state = 1,
+                                         .user_stack = kBlockedUser, .kernel_stack = kBlockedKernel}});
+  }
+  model.Add({.time_ns = 13'000, .tid = kHandler, .payload = format::Instant{.name = "end"}});
+  model.AddSymbols(Symbols());
+  model.Finish();
+  const std::vector<StackShare> waits = model.TopWaits(/*inside=*/false, 10);
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].wait, "lock");
+  EXPECT_EQ(waits[0].ns, 20'000u);
+  EXPECT_EQ(waits[0].function, "lookup_shared_cache");
+}
+
 TEST(ReportModelTest, WithoutSchedulerRecordsRequestsAreReportedAndUnaccounted) {
   ReportModel model({});
   Preamble(model, 100);
