@@ -165,6 +165,9 @@ absl::StatusOr<SessionManager::Ended> SessionManager::End(const std::string& id,
   log_->info("session {}: ending ({})", id, why);
   const absl::Status stopped = session->Stop(deadline);
   Ended ended{session->stats(), stopped};
+  // Stopped from here rather than ending by itself: the caller watching it
+  // and `status` say why ("louped is stopping", "detached by uid 0").
+  if (ended.stats.ended_because.empty()) ended.stats.ended_because = why;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Entry& entry = sessions_.at(id);

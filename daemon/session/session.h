@@ -70,8 +70,9 @@ struct SessionStats {
   // Probes that could not be resolved or attached; the session runs without them.
   std::vector<std::string> warnings;
   uint32_t probe_sites = 0;  // attached
-  // Once it has ended on its own: "every target exited" or "its duration
-  // elapsed" ("" while running, or when stopped by its caller).
+  // Once it has ended: on its own, "every target exited" or "its duration
+  // elapsed"; stopped, what stopped it (set by louped's session manager).
+  // "" while running.
   std::string ended_because;
 };
 

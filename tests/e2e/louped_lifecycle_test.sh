@@ -223,6 +223,7 @@ T status killed | grep "^killed  ended" > /dev/null || fail "killed client's ses
 T status background | grep "^background  running" > /dev/null \
   || fail "a --detach session ended with its client: $(T status background)"
 T detach background > /dev/null || fail "detach background"
+T status background | grep -q "ended: detached by uid 0" || fail "status: $(T status background)"
 
 # --- `tracectl list` answers while a detach is slow. Unregistering a uprobe
 # through its own perf-event link takes the kernel a good fraction of a
