@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/daemon/switch_event.h"
+
 namespace loupe::session {
 namespace {
 
@@ -12,13 +14,7 @@ constexpr uint32_t kInit = 1, kTokio = 81;  // a thread whose switch-outs the tr
 
 OwnedEvent Switch(uint64_t time_ns, uint32_t prev_tid, uint32_t prev_tgid, uint32_t next_tid,
                   uint32_t next_tgid, uint32_t ran_ns, uint32_t prev_state = 0) {
-  OwnedEvent event;
-  event.record = {.time_ns = time_ns,
-                  .tid = prev_tid,
-                  .cpu = 0,
-                  .payload = format::SchedSwitch{next_tid, prev_state}};
-  event.prev_tgid = prev_tgid;
-  event.next_tgid = next_tgid;
+  OwnedEvent event = testing::SwitchEvent(time_ns, prev_tid, prev_tgid, next_tid, next_tgid, prev_state);
   event.prev_ran_ns = ran_ns;
   if (next_tgid == kInit) event.next_comm.Assign("tokio-rt-worker");
   return event;

@@ -6,6 +6,8 @@
 
 #include <map>
 
+#include "tests/unit/daemon/switch_event.h"
+
 namespace loupe::session {
 namespace {
 
@@ -15,13 +17,7 @@ constexpr uint32_t kSleeping = 1;  // TASK_INTERRUPTIBLE
 
 OwnedEvent Switch(uint64_t time_ns, uint32_t prev_tid, uint32_t prev_tgid, uint32_t next_tid,
                   uint32_t next_tgid, uint32_t prev_state) {
-  OwnedEvent event;
-  event.record = {.time_ns = time_ns,
-                  .tid = prev_tid,
-                  .cpu = 0,
-                  .payload = format::SchedSwitch{next_tid, prev_state}};
-  event.prev_tgid = prev_tgid;
-  event.next_tgid = next_tgid;
+  OwnedEvent event = testing::SwitchEvent(time_ns, prev_tid, prev_tgid, next_tid, next_tgid, prev_state);
   if (prev_tgid == kTarget) {
     event.frames = {0x10, 0x20};
     event.user_depth = 1;
