@@ -19,6 +19,10 @@ void Anatomy::AddInterval(const StateInterval& interval, uint64_t ns) {
       break;
     case ThreadState::kRunnable:
       runq_ns += ns;
+      if (interval.throttled) {
+        throttled_ns += ns;  // the quota kept it waiting, not whoever held the CPU
+        break;
+      }
       for (const Holder& holder : interval.holders) holders.Add(holder.tid, holder.ns);
       break;
     case ThreadState::kUnknown:
@@ -36,6 +40,7 @@ void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
   duration_ns += other.duration_ns;
   on_cpu_ns += other.on_cpu_ns;
   runq_ns += other.runq_ns;
+  throttled_ns += other.throttled_ns;
   blocked_ns += other.blocked_ns;
   if (!with_evidence) return;
   blocked.Merge(other.blocked);

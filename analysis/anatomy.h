@@ -85,9 +85,10 @@ struct Anatomy {
   uint64_t duration_ns = 0;  // their lengths, summed
   uint64_t on_cpu_ns = 0;
   uint64_t runq_ns = 0;
+  uint64_t throttled_ns = 0;  // of runq_ns: waits that began with the CPU quota spent
   uint64_t blocked_ns = 0;   // all blocked time (`blocked` holds what has evidence)
   Counts<uint64_t> blocked;      // EvidenceKey -> ns
-  Counts<uint32_t> holders;      // tid -> ns it held the CPU waited for
+  Counts<uint32_t> holders;      // tid -> ns it held the CPU waited for (not while throttled)
   Counts<uint64_t> wakers;       // WakerKey -> ns of wait it ended
   Counts<uint64_t> waker_doing;  // tid << 32 | stack -> ns
   uint64_t user_samples = 0, kernel_samples = 0;

@@ -1,5 +1,7 @@
 #include "analysis/perfetto_compact_sched.h"
 
+#include "daemon/format/record.h"
+
 namespace loupe::analysis {
 namespace {
 
@@ -37,7 +39,8 @@ void PerfettoCompactSched::Switch(uint32_t cpu, uint64_t time_ns, uint32_t prev_
   Bundle& bundle = At(cpu);
   Append(&bundle.switch_times, time_ns - bundle.last_switch_ns);
   bundle.last_switch_ns = time_ns;
-  Append(&bundle.prev_states, prev_state);
+  // Perfetto decodes the kernel's states only: Loupe's marks would read as a bogus one.
+  Append(&bundle.prev_states, format::TaskState(prev_state));
   Append(&bundle.next_pids, next_tid);
   Append(&bundle.next_comms, Comm(bundle, next_tid));
   ++bundle.switches;

@@ -41,6 +41,9 @@ PerfettoWriter::PerfettoWriter(std::ostream& out, StackProfile& stacks)
       timeline_(threads_,
                 [this](const StateInterval& interval) {
                   if (interval.state == ThreadState::kBlocked) Blocked(interval);
+                  if (interval.state == ThreadState::kRunnable && interval.throttled) {
+                    Throttled(interval);
+                  }
                 }),
       sched_(sequence_, threads_) {}
 
@@ -226,6 +229,17 @@ void PerfettoWriter::Blocked(const StateInterval& interval) {
       }
     }
   }
+  event.Emit(interval.begin_ns);
+  EndSlice(track, interval.end_ns);
+}
+
+// Perfetto draws the thread as runnable; the slice says what kept it from a
+// CPU that may well have been idle.
+void PerfettoWriter::Throttled(const StateInterval& interval) {
+  const uint64_t track = ChildTrack(TrackKind::kScheduling, interval.tid, "scheduling");
+  TrackEventBuilder event(On(track), TrackEventBuilder::kSliceBegin);
+  event.Name("throttled");
+  event.Label("why", "its cgroup's CPU quota was spent");
   event.Emit(interval.begin_ns);
   EndSlice(track, interval.end_ns);
 }

@@ -97,6 +97,7 @@ class PerfettoWriter {
   void DrawLoss(const format::Record& record, const format::Loss& loss);
   void Sample(const format::Record& record, uint32_t stack);
   void Blocked(const StateInterval& interval);
+  void Throttled(const StateInterval& interval);
   // Annotation values, by PerfettoStream id: "name (tid N, process)"; a
   // stack's innermost application function; a stack in one line. Each is made once.
   uint64_t Who(uint32_t tid);

@@ -23,6 +23,7 @@ Json Parts(const Breakdown& b) {
   for (const auto& [wait, ns] : b.off_cpu_ns) off[wait] = ns;
   return {{"on_cpu_ns", b.on_cpu_ns},
           {"runqueue_ns", b.runq_ns},
+          {"throttled_ns", b.throttled_ns},
           {"unaccounted_ns", b.unaccounted_ns},
           {"off_cpu_ns", off}};
 }

@@ -281,6 +281,7 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
   b.duration_ns = a.duration_ns;
   b.on_cpu_ns = a.on_cpu_ns;
   b.runq_ns = a.runq_ns;
+  b.throttled_ns = a.throttled_ns;
   b.unaccounted_ns = a.unaccounted_ns();
   b.user_samples = a.user_samples;
   b.kernel_samples = a.kernel_samples;
@@ -369,6 +370,11 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
   if (b.dominant == "on_cpu") {
     const std::string hot = b.functions.empty() ? "" : fmt::format(", mostly in {} (sampled)", b.functions.front().first);
     return fmt::format("{}{} on CPU{}", head, Percent(b.Share(b.on_cpu_ns)), hot);
+  }
+  if (b.dominant == "runqueue" && 2 * b.throttled_ns >= b.runq_ns) {
+    // Its own quota, not another thread: holders would be bystanders (often the idle task).
+    return fmt::format("{}{} waiting to run, {} throttled by its cgroup's CPU quota", head,
+                       Percent(b.Share(b.runq_ns)), Percent(b.Share(b.throttled_ns)));
   }
   if (b.dominant == "runqueue") {
     std::string holder;

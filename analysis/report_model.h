@@ -58,6 +58,7 @@ struct StackShare {
 struct Breakdown {
   uint64_t evidence_count = 0;  // requests whose samples, holders and wakers are in the evidence
   uint64_t count = 0, duration_ns = 0, on_cpu_ns = 0, runq_ns = 0, unaccounted_ns = 0;
+  uint64_t throttled_ns = 0;  // of runq_ns: waits that began with the cgroup's CPU quota spent
   uint64_t blocked_ns = 0;  // sleep excluded
   uint64_t sleep_ns = 0;
   std::map<std::string, uint64_t> off_cpu_ns;  // class -> ns (blocked classes and sleep)

@@ -23,11 +23,15 @@ std::string Parts(const Breakdown& b, bool with_shares) {
                                                          {"unaccounted", b.unaccounted_ns}};
   for (const auto& [wait, ns] : b.off_cpu_ns) parts.emplace_back(wait, ns);
   std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  auto amount = [&](uint64_t ns) { return with_shares ? Pct(b, ns) : Ms(ns); };
   std::string out;
   for (const auto& [name, ns] : parts) {
     if (ns == 0 && name != "on-CPU") continue;
     if (!out.empty()) out += " · ";
-    out += with_shares ? fmt::format("{} {}", name, Pct(b, ns)) : fmt::format("{} {}", name, Ms(ns));
+    out += fmt::format("{} {}", name, amount(ns));
+    if (name == "run-queue" && b.throttled_ns > 0) {
+      out += fmt::format(" (throttled {})", amount(b.throttled_ns));
+    }
   }
   return out;
 }
@@ -51,6 +55,11 @@ void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
     const auto& w = b.wakers[i];
     out += fmt::format("{}woken by {} — ended {} of waiting{}\n", indent, Who(w.who), Ms(w.ns),
                        w.doing.empty() ? "" : ", while in " + w.doing);
+  }
+  if (b.throttled_ns > 0) {
+    out += fmt::format("{}throttled by its cgroup's CPU quota {} of the run-queue {}: runnable, not "
+                       "run until the quota refilled\n",
+                       indent, Ms(b.throttled_ns), Ms(b.runq_ns));
   }
   if (!b.holders.empty()) {
     out += indent + "CPU held by";

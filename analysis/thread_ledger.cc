@@ -12,7 +12,7 @@ void ThreadLedger::Close() {
 }
 
 ThreadLedger::Mark ThreadLedger::Now() const {
-  return {on_cpu_ns_, runq_ns_, blocked_ns_, blocked_.size(), evidence_.size(), cuts_};
+  return {on_cpu_ns_, runq_ns_, throttled_ns_, blocked_ns_, blocked_.size(), evidence_.size(), cuts_};
 }
 
 // The thread's own totals keep times and blocking stacks; who held its CPU
@@ -39,6 +39,12 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
     case ThreadState::kRunnable:
       runq_ns_ += ns;
       totals.runq_ns += window_ns;
+      if (interval.throttled) {
+        // Whoever held the CPU, the quota kept the thread waiting: no holder is to blame.
+        throttled_ns_ += ns;
+        totals.throttled_ns += window_ns;
+        return;
+      }
       if (depth_ == 0) return;
       for (const Holder& holder : interval.holders) {
         if (evidence_.size() >= kMaxEvidence) {
@@ -67,6 +73,7 @@ void ThreadLedger::AddSample(uint32_t stack, bool kernel, bool in_window) {
 void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence) const {
   into->on_cpu_ns += on_cpu_ns_ - mark.on_cpu_ns;
   into->runq_ns += runq_ns_ - mark.runq_ns;
+  into->throttled_ns += throttled_ns_ - mark.throttled_ns;
   into->blocked_ns += blocked_ns_ - mark.blocked_ns;
   if (!with_evidence) return;
   for (size_t i = mark.blocked_from; i < blocked_.size(); ++i) {

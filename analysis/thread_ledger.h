@@ -22,7 +22,7 @@ class ThreadLedger {
  public:
   // Where the ledger stood when a request began.
   struct Mark {
-    uint64_t on_cpu_ns = 0, runq_ns = 0, blocked_ns = 0;
+    uint64_t on_cpu_ns = 0, runq_ns = 0, throttled_ns = 0, blocked_ns = 0;
     size_t blocked_from = 0, evidence_from = 0;
     uint64_t evidence_cut = 0;  // the count of cuts when it began
   };
@@ -61,7 +61,7 @@ class ThreadLedger {
     uint64_t ns;
   };
   size_t depth_ = 0;
-  uint64_t on_cpu_ns_ = 0, runq_ns_ = 0, blocked_ns_ = 0;
+  uint64_t on_cpu_ns_ = 0, runq_ns_ = 0, throttled_ns_ = 0, blocked_ns_ = 0;
   uint64_t cuts_ = 0;  // times the evidence log filled up
   std::vector<Blocked> blocked_;
   std::vector<Evidence> evidence_;

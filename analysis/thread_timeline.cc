@@ -135,8 +135,8 @@ void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t 
   const bool raced = track.racing_wake && t - track.racing_wake_ns <= kRaceWindowNs;
   track.racing_wake = false;
   track.was_blocked = false;
-  if (prev_state == 0 || raced) {  // preempted, or woken before it was gone
-    BecomeRunnable(tid, track, t, cpu);
+  if (format::TaskState(prev_state) == 0 || raced) {  // preempted, or woken before it was gone
+    BecomeRunnable(tid, track, t, cpu, (prev_state & format::kSwitchThrottled) != 0);
     return;
   }
   track.state = ThreadState::kBlocked;
@@ -158,7 +158,8 @@ void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t c
                               .begin_ns = track.since,
                               .end_ns = t,
                               .cpu = cpu,
-                              .holders = track.holders};
+                              .holders = track.holders,
+                              .throttled = track.throttled};
     if (track.was_blocked) {
       track.pending_blocked = {.tid = tid,
                                .state = ThreadState::kBlocked,
@@ -186,8 +187,10 @@ void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t c
   track.racing_wake = false;
 }
 
-void ThreadTimeline::BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint32_t cpu) {
+void ThreadTimeline::BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint32_t cpu,
+                                    bool throttled) {
   track.state = ThreadState::kRunnable;
+  track.throttled = throttled;
   track.since = t;
   track.cpu = cpu;
   track.credited_until = t;
@@ -223,7 +226,7 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   Wake wake{.seen = true, .tid = record.tid, .context = wakeup.context};
   if (wakeup.is_new || woken->state == ThreadState::kUnknown) {
     woken->was_blocked = false;
-    BecomeRunnable(wakeup.woken_tid, *woken, t, wakeup.target_cpu);
+    BecomeRunnable(wakeup.woken_tid, *woken, t, wakeup.target_cpu, /*throttled=*/false);
     return;
   }
   if (woken->state == ThreadState::kRunning) {
@@ -239,7 +242,7 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   }
   woken->wake = wake;
   woken->was_blocked = true;
-  BecomeRunnable(wakeup.woken_tid, *woken, t, wakeup.target_cpu);
+  BecomeRunnable(wakeup.woken_tid, *woken, t, wakeup.target_cpu, /*throttled=*/false);
 }
 
 void ThreadTimeline::OnMigrate(const format::Record& record, const format::SchedMigrate& migrate) {
@@ -362,7 +365,8 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
                .begin_ns = track.since,
                .end_ns = end_ns,
                .cpu = track.cpu,
-               .holders = track.holders});
+               .holders = track.holders,
+               .throttled = track.throttled});
         break;
       }
       case ThreadState::kUnknown:

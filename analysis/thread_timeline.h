@@ -50,6 +50,10 @@ struct StateInterval {
   // Runnable only: who had the CPU meanwhile. The sum can fall short of the
   // interval where the trace has no switch to tell (a CPU nobody traced).
   std::span<const Holder> holders;
+  // Runnable only: it began when the thread's cgroup had spent its CPU
+  // quota, so it waited for the quota to refill (then for a CPU), whoever
+  // held the CPU meanwhile (format::kSwitchThrottled).
+  bool throttled = false;
 
   uint64_t ns() const { return end_ns - begin_ns; }
 };
@@ -92,6 +96,7 @@ class ThreadTimeline {
     Wake wake;
     // Runnable: holders credited up to this time on `cpu`.
     uint64_t credited_until = 0;
+    bool throttled = false;
     std::vector<Holder> holders;
     // A wakeup that raced with the switch-out (seen while still running).
     bool racing_wake = false;
@@ -126,7 +131,7 @@ class ThreadTimeline {
   void OnOwnRecord(const format::Record& record, uint32_t sample_stack);
   void SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t cpu, uint32_t prev_state);
   void SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t cpu);
-  void BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint32_t cpu);
+  void BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint32_t cpu, bool throttled);
   void Credit(Track& track, uint32_t holder, uint64_t until);
   void LeaveWaiters(uint32_t tid, uint32_t cpu);
   void Emit(uint32_t tid, Track& track, ThreadState state, uint64_t begin, uint64_t end);

@@ -150,6 +150,21 @@ static __always_inline __u32 ran_since_arrival(struct task_struct *prev)
 	return (__u32)(now - arrived);
 }
 
+/* Whether a preempted `task` may not run again until its cgroup's CPU quota
+ * (CFS bandwidth) refills, however idle its CPU: from 6.18 the kernel
+ * throttles each task of a group over quota on its way back to user space
+ * (task->throttled); before, the group's run queue stays throttled with its
+ * tasks on it (a nonzero throttle_count up the hierarchy). */
+static __always_inline bool quota_throttled(struct task_struct *task)
+{
+	if (bpf_core_field_exists(task->throttled))
+		return BPF_CORE_READ(task, throttled);
+	if (!bpf_core_field_exists(task->se.cfs_rq) ||
+	    !bpf_core_field_exists(((struct cfs_rq *)0)->throttle_count))
+		return false;
+	return BPF_CORE_READ(task, se.cfs_rq, throttle_count) > 0;
+}
+
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next)
 {
@@ -190,6 +205,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	rec->next_tid = next_tid;
 	rec->next_tgid = next_tgid;
 	rec->prev_state = prev_state;
+	if (prev_is_target && prev_state == 0 && quota_throttled(prev))
+		rec->prev_state |= LOUPE_SWITCH_THROTTLED;
 	rec->user_depth = 0;
 	rec->kernel_depth = 0;
 	rec->stack_flags = 0;

@@ -74,6 +74,10 @@ struct loupe_record_header {
 	__u64 time_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 };
 
+/* In a switch's prev_state: a preempted target whose cgroup has spent its
+ * CPU quota, so that it waits for the quota, not for a CPU. */
+#define LOUPE_SWITCH_THROTTLED (1u << 29)
+
 /* Stacks travel as user frames then kernel frames; records are cut after
  * the last frame, so `size` varies. */
 struct loupe_sched_switch {
@@ -82,7 +86,7 @@ struct loupe_sched_switch {
 	__u32 prev_tgid;
 	__u32 next_tid;
 	__u32 next_tgid;
-	__u32 prev_state;
+	__u32 prev_state;   /* the kernel's, with LOUPE_SWITCH_THROTTLED */
 	__u16 user_depth;   /* stacks of prev at switch-out, when prev is a target */
 	__u16 kernel_depth;
 	__u32 stack_flags;  /* enum loupe_stack_flag */

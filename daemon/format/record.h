@@ -165,6 +165,14 @@ inline constexpr uint32_t kTaskDead = 0x80;
 // In prev_state: a switch the kernel did not report, placed by its own
 // accounting of when the next thread began to run (docs/format.md).
 inline constexpr uint32_t kSwitchInferred = 1u << 30;
+// In prev_state: a preempted thread whose cgroup had spent its CPU quota
+// (CFS bandwidth); it waits for the quota to refill, not for a CPU.
+inline constexpr uint32_t kSwitchThrottled = 1u << 29;
+// The task state the kernel reported, without Loupe's marks: 0 is a
+// thread switched out runnable (preempted), not asleep.
+inline constexpr uint32_t TaskState(uint32_t prev_state) {
+  return prev_state & ~(kSwitchInferred | kSwitchThrottled);
+}
 // Where a wakeup came from: a task (the record's tid), or an interrupt
 // whose record tid is merely the task it interrupted.
 enum class WakerContext : uint8_t { kTask = 0, kHardIrq, kSoftIrq, kTimer, kNmi };

@@ -78,6 +78,8 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
 
   switch (header.type) {
     case LOUPE_REC_SCHED_SWITCH: {
+      static_assert(LOUPE_SWITCH_THROTTLED == format::kSwitchThrottled,
+                    "the mark travels into the trace as it is");
       loupe_sched_switch r;
       const size_t fixed = offsetof(loupe_sched_switch, frames);
       if (!Load(bytes, fixed, &r)) return false;

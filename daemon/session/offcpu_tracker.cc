@@ -106,7 +106,7 @@ void OffCpuTracker::End(uint32_t tid, SwitchedOut& from, uint64_t end_ns, uint32
     // CPU: it is runnable from the switch-out.
     off.runq_ns = end_ns - std::max(woken->second.time_ns, from.time_ns);
     off.waker_tid = woken->second.waker_tid;
-  } else if (from.state == 0) {  // preempted: runnable all along
+  } else if (format::TaskState(from.state) == 0) {  // preempted: runnable all along
     off.runq_ns = off.duration_ns;
   }
   interval->Clear();

@@ -233,6 +233,10 @@ struct Expected {
   // CPU: a virtual machine's exits for virtio kicks count as steal time,
   // not as the thread's, yet the thread holds the CPU throughout.
   bool cpu_clock_comparable = true;
+  // The run-queue wait is the cgroup CPU quota's: throttled_ns holds the
+  // service's cause_ns (the cgroup's own throttled time), and no CPU holder
+  // is blamed for it.
+  bool throttled = false;
   std::string culprit_text;    // must appear in the text report's first 30 lines
 };
 
@@ -326,6 +330,15 @@ void CheckSlowSummary(const json& kind_json, const RequestKind& kind, const Expe
           << where << ": what the top waker was doing\n" << Excerpt(wakers);
     }
   }
+  if (expected.throttled) {
+    const double runq = Number(slow, "runqueue_ns");
+    EXPECT_GE(Number(slow, "throttled_ns"), 0.8 * runq)
+        << where << ": the run-queue wait is the CPU quota's\n" << Excerpt(slow);
+    double held = 0;
+    for (const json& holder : slow.value("cpu_holders", json::array())) held += Number(holder, "ns");
+    EXPECT_LE(held, 0.1 * runq) << where << ": CPU holders blamed for a throttled wait\n"
+                                << Excerpt(slow);
+  }
   if (!expected.holder_thread.empty()) {
     const json holders = slow.value("cpu_holders", json::array());
     ASSERT_FALSE(holders.empty()) << where << ": no CPU holders\n" << Excerpt(slow);
@@ -408,6 +421,15 @@ void CheckListedRequests(const Traced& traced, const RequestKind& kind, const Ex
           << where << ": " << expected.cause_class << " " << FormatMs(cause)
           << " (+ run-queue and on-CPU), the service measured " << FormatMs(t.cause_ns)
           << " in its cause\n" << Excerpt(request);
+    }
+    if (expected.throttled) {
+      // From the switch-out with the quota spent to the switch-in: the
+      // cgroup's throttled time, then any wait for the CPU after the refill.
+      const double throttled = Number(request, "throttled_ns");
+      EXPECT_GE(throttled, static_cast<double>(t.cause_ns) - slack)
+          << where << ": throttled " << FormatMs(throttled) << ", the cgroup was throttled for "
+          << FormatMs(t.cause_ns) << "\n" << Excerpt(request);
+      EXPECT_LE(throttled, runq) << where << "\n" << Excerpt(request);
     }
     if (!expected.remainder_class.empty()) {
       const double blocked =
@@ -514,6 +536,19 @@ TEST(DiagnosisTest, SleepingBeforeRetry) {
                   .waker_context = "timer",
                   .cause_class = "sleep",
                   .culprit_text = "retry_backoff"},
+                 &traced);
+}
+
+// A container's CPU limit: the requests wait to run while the CPU is free.
+// Who ran on the CPU meanwhile (the idle task, or the tracer) is not the
+// cause; the quota is.
+TEST(DiagnosisTest, ThrottledByItsCpuQuota) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  Traced traced;
+  CheckDiagnosis({.service = "throttle_service",
+                  .dominant = "runqueue",
+                  .throttled = true,
+                  .culprit_text = "throttled by its cgroup's CPU quota"},
                  &traced);
 }
 

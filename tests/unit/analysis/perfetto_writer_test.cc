@@ -161,6 +161,28 @@ TEST(PerfettoWriterTest, SwitchesAndWakeupsArePerfettosSchedulingData) {
   EXPECT_EQ(Named(trace, "wakeup"), nullptr);
 }
 
+// Loupe's marks on a switch (throttled, inferred) are not task states:
+// Perfetto gets the kernel's state, and a throttled wait is a slice of its own.
+TEST(PerfettoWriterTest, AThrottledWaitIsASliceAndItsSwitchARunnableOne) {
+  std::vector<Record> records = LockWait();
+  records.resize(records.size() - 1);  // through the handler's switch back in at 4.05 ms
+  records.push_back({.time_ns = 4'200'000, .tid = kHandler, .cpu = 0,
+                     .payload = format::SchedSwitch{0, format::kSwitchThrottled}});
+  records.push_back({.time_ns = 4'900'000, .tid = 0, .cpu = 0,
+                     .payload = format::SchedSwitch{kHandler, format::kSwitchInferred}});
+  records.push_back({.time_ns = 5'000'000, .tid = kHandler, .payload = format::Instant{.name = "done"}});
+  const DecodedTrace trace = Export(records);
+  ASSERT_EQ(trace.switches.size(), 6u);
+  EXPECT_EQ(trace.switches[3].time_ns, 4'200'000u);
+  EXPECT_EQ(trace.switches[3].prev_state, 0) << "preempted, as the kernel said";
+  EXPECT_EQ(trace.switches[4].prev_state, 0);
+  const DecodedEvent* throttled = Named(trace, "throttled");
+  ASSERT_NE(throttled, nullptr);
+  EXPECT_EQ(throttled->time_ns, 4'200'000u);
+  EXPECT_EQ(trace.tracks.at(throttled->track).name, "scheduling");
+  EXPECT_EQ(throttled->args.at("why"), "its cgroup's CPU quota was spent");
+}
+
 // `count` requests, one begun every 100 ns, each lasting `length` ns (an
 // end at the same time as a begin comes first).
 std::vector<Record> Requests(int count, uint64_t length) {

@@ -131,6 +131,46 @@ TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
   EXPECT_NE(ReportJson(model, {}).find("\"dominant_class\":\"lock\""), std::string::npos);
 }
 
+// A request whose cgroup spends its CPU quota: preempted with the quota
+// spent, it waits 60 µs while its CPU idles (and a kworker runs 2 µs), then
+// 5 µs behind the janitor after an ordinary preemption. The quota is the
+// cause: not the idle task, not the kworker.
+TEST(ReportModelTest, AThrottledWaitBlamesTheCpuQuotaNotWhoeverHeldTheCpu) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 10'000, .tid = kHandler, .cpu = 0,
+             .payload = format::SchedSwitch{0, format::kSwitchThrottled}});
+  model.Add({.time_ns = 60'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{99, 0}});
+  model.Add({.time_ns = 60'000, .tid = 99, .payload = format::ThreadInfo{
+                                              .pid = 99, .name = "kworker/0:1", .foreign = true,
+                                              .process_name = "kworker/0:1"}});
+  model.Add({.time_ns = 62'000, .tid = 99, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+  model.Add({.time_ns = 70'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 71'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{kHolder, 0}});
+  model.Add({.time_ns = 76'000, .tid = kHolder, .cpu = 0, .payload = format::SchedSwitch{kHandler, 1}});
+  model.Add({.time_ns = 80'000, .tid = kHandler, .payload = format::OperationEnd{7}});
+  model.AddSymbols(Symbols());
+  model.Finish();
+
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  const Breakdown& slow = operation->slow;
+  EXPECT_EQ(slow.duration_ns, 78'000u);
+  EXPECT_EQ(slow.runq_ns, 65'000u) << "throttled time is run-queue time, as schedstat counts it";
+  EXPECT_EQ(slow.throttled_ns, 60'000u);
+  ExpectPartsAddUp(slow);
+  EXPECT_EQ(slow.dominant, "runqueue");
+  ASSERT_EQ(slow.holders.size(), 1u) << "only the wait the quota did not cause has holders";
+  EXPECT_EQ(slow.holders[0].first.thread, "janitor");
+  EXPECT_EQ(slow.holders[0].second, 5'000u);
+  EXPECT_EQ(slow.sentence, "slow request: 83 % waiting to run, 77 % throttled by its cgroup's CPU quota");
+  const std::string text = ReportText(model, {.events = 12});
+  EXPECT_NE(text.find("run-queue 0.065 ms (throttled 0.060 ms)"), std::string::npos) << text;
+  EXPECT_NE(ReportJson(model, {}).find("\"throttled_ns\":60000"), std::string::npos);
+}
+
 TEST(ReportModelTest, ARequestCrossingIntoANewSegmentIsOneRequest) {
   ReportModel model({});
   LockWait(model, /*new_segment_midway=*/true);

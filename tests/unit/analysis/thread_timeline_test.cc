@@ -26,6 +26,7 @@ struct Seen {
   bool woken = false;
   uint32_t stack = 0;
   std::vector<Holder> holders;
+  bool throttled = false;
 };
 
 class TimelineTest : public ::testing::Test {
@@ -65,7 +66,8 @@ class TimelineTest : public ::testing::Test {
                              seen_.push_back({interval.state, interval.begin_ns, interval.end_ns,
                                               interval.wake.tid, interval.wake.context,
                                               interval.wake.seen, interval.stack,
-                                              {interval.holders.begin(), interval.holders.end()}});
+                                              {interval.holders.begin(), interval.holders.end()},
+                                              interval.throttled});
                              tids_.push_back(interval.tid);
                            }};
 };
@@ -141,6 +143,25 @@ TEST_F(TimelineTest, PreemptionRightAfterAWakeupIsRunQueueTimeHeldByThePreempter
   ASSERT_EQ(a[4].holders.size(), 1u);
   EXPECT_EQ(a[4].holders[0].tid, kB);
   EXPECT_EQ(a[4].holders[0].ns, 30u);
+}
+
+TEST_F(TimelineTest, APreemptionWithTheQuotaSpentIsAThrottledRunQueueWait) {
+  Switch(10, 0, 0, kA, 0);
+  Switch(40, 0, kA, 0, format::kSwitchThrottled);  // the cgroup's quota is spent: the CPU idles
+  Switch(90, 0, 0, kA, 0);                         // the quota refilled
+  Switch(95, 0, kA, kB, 0);                        // an ordinary preemption
+  Switch(99, 0, kB, kA, 0);
+  timeline_.Flush(kA);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[1].state, ThreadState::kRunnable) << "throttled is runnable, not blocked";
+  EXPECT_EQ(a[1].begin, 40u);
+  EXPECT_EQ(a[1].end, 90u);
+  EXPECT_TRUE(a[1].throttled);
+  ASSERT_EQ(a[1].holders.size(), 1u);
+  EXPECT_EQ(a[1].holders[0].tid, 0u);
+  EXPECT_EQ(a[3].state, ThreadState::kRunnable);
+  EXPECT_FALSE(a[3].throttled);
 }
 
 TEST_F(TimelineTest, AWakeupSeenBeforeTheSwitchOutMakesItRunnableNotBlocked) {

@@ -100,16 +100,20 @@ TEST_F(OffCpuTrackerTest, WakeupsBeforeTheLastSwitchInAreStale) {
   EXPECT_EQ(off.waker_tid, 0u);
 }
 
+// Throttled by its CPU quota is preempted too: runnable, waiting for the quota.
 TEST_F(OffCpuTrackerTest, PreemptedThreadIsRunnableThroughout) {
-  std::vector<OwnedEvent> events;
-  events.push_back(Switch(1000, 101, kTarget, 501, kOther, 0));
-  events.push_back(Switch(4000, 501, kOther, 101, kTarget, 0));
-  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
-  ASSERT_EQ(intervals.size(), 1u);
-  const auto& off = std::get<format::OffCpu>(intervals[0].record.payload);
-  EXPECT_EQ(off.duration_ns, 3000u);
-  EXPECT_EQ(off.runq_ns, 3000u);
-  EXPECT_EQ(off.waker_tid, 0u);
+  for (const uint32_t state : {0u, format::kSwitchThrottled}) {
+    std::vector<OwnedEvent> events;
+    events.push_back(Switch(1000, 101, kTarget, 501, kOther, state));
+    events.push_back(Switch(4000, 501, kOther, 101, kTarget, 0));
+    const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+    ASSERT_EQ(intervals.size(), 1u);
+    const auto& off = std::get<format::OffCpu>(intervals[0].record.payload);
+    EXPECT_EQ(off.duration_ns, 3000u);
+    EXPECT_EQ(off.runq_ns, 3000u) << "prev_state " << state;
+    EXPECT_EQ(off.prev_state, state);
+    EXPECT_EQ(off.waker_tid, 0u);
+  }
 }
 
 // Switches between two untraced threads (recorded while a target waits)
