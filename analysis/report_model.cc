@@ -363,6 +363,7 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
   auto by = [&](std::string_view verb) -> std::string {
     if (!waker) return "";
     if (waker->context == "timer") return std::string(", woken by a timer");
+    if (waker->context == "interrupt") return std::string(", woken by an interrupt");
     if (waker->context != "task") return fmt::format(", woken by an interrupt ({})", waker->context);
     return fmt::format(", {} {}{}", verb, waker->who.thread,
                        waker->doing.empty() ? "" : " in " + waker->doing);

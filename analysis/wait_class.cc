@@ -16,7 +16,7 @@ bool Contains(std::string_view function, Patterns patterns) {
 
 // Kernel functions by what they wait for. Order matters: a page fault that
 // waits for the disk is a page fault, a tracer stall inside a futex call is
-// the tracer's.
+// the tracer's, a writer waiting for a pipe's mutex waits for a lock.
 struct KernelRule {
   WaitClass wait;
   Patterns functions;
@@ -27,6 +27,12 @@ const KernelRule kKernelRules[] = {
      {"exc_page_fault", "do_user_addr_fault", "handle_mm_fault", "__do_fault", "filemap_fault",
       "do_swap_page", "__alloc_pages_slowpath", "try_to_free_pages", "shrink_node",
       "do_read_fault", "do_fault"}},
+    // The kernel's own locks (an inode's rwsem taken by a write, a
+    // driver's mutex) and file locks (flock, fcntl): a lock, whoever holds it.
+    {WaitClass::kLock,
+     {"mutex_lock", "rt_mutex_slowlock", "rwsem_down_", "percpu_rwsem_wait", "percpu_down_write",
+      "locks_lock_inode_wait", "flock_lock_inode_wait", "posix_lock_inode_wait",
+      "do_lock_file_wait"}},
     {WaitClass::kFutex, {"futex"}},
     {WaitClass::kPoll, {"ep_poll", "do_epoll_wait", "do_sys_poll", "do_poll", "do_select",
                         "core_sys_select"}},

@@ -171,6 +171,29 @@ TEST(ReportModelTest, AThrottledWaitBlamesTheCpuQuotaNotWhoeverHeldTheCpu) {
   EXPECT_NE(ReportJson(model, {}).find("\"throttled_ns\":60000"), std::string::npos);
 }
 
+// The idle task wakes nobody: an interrupt taken while the CPU idled did,
+// and the sentence says so once.
+TEST(ReportModelTest, AWakeupFromTheIdleCpuIsAnInterrupts) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::OperationBegin{9, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+  model.Add({.time_ns = 40'000, .tid = 0, .cpu = 0,
+             .payload = format::SchedWakeup{.woken_tid = kHandler, .target_cpu = 0}});
+  model.Add({.time_ns = 40'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 40'000, .tid = kHandler, .cpu = 0,
+             .payload = format::OffCpu{.duration_ns = 37'000, .prev_state = 1,
+                                       .user_stack = kBlockedUser, .kernel_stack = kBlockedKernel}});
+  model.Add({.time_ns = 41'000, .tid = kHandler, .payload = format::OperationEnd{9}});
+  model.AddSymbols(Symbols());
+  model.Finish();
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  EXPECT_EQ(operation->slow.sentence,
+            "slow request: 95 % blocked on a lock in lookup_shared_cache, woken by an interrupt");
+}
+
 TEST(ReportModelTest, ARequestCrossingIntoANewSegmentIsOneRequest) {
   ReportModel model({});
   LockWait(model, /*new_segment_midway=*/true);

@@ -27,6 +27,28 @@ TEST(WaitClassTest, FutexesAreLocksOrConditionsByTheirUserStack) {
   EXPECT_EQ(Classify(futex, {}), WaitClass::kFutex);  // no user stack: cannot tell
 }
 
+TEST(WaitClassTest, TheKernelsLocksAndFileLocksAreLocks) {
+  EXPECT_EQ(Classify({"schedule", "schedule_preempt_disabled", "rwsem_down_write_slowpath",
+                      "down_write", "ext4_buffered_write_iter", "vfs_write"},
+                     {"__libc_pwrite64", "append_log"}),
+            WaitClass::kLock);
+  EXPECT_EQ(Classify({"schedule", "locks_lock_inode_wait", "__do_sys_flock"}, {"__flock", "reindex"}),
+            WaitClass::kLock);
+  EXPECT_EQ(Classify({"schedule", "do_lock_file_wait", "fcntl_setlk", "do_fcntl"}, {"__fcntl64_nocancel"}),
+            WaitClass::kLock);
+  // Waiting for the pipe's mutex, not for room in the pipe.
+  EXPECT_EQ(Classify({"schedule", "schedule_preempt_disabled", "__mutex_lock.constprop.0",
+                      "pipe_write", "vfs_write"},
+                     {"write"}),
+            WaitClass::kLock);
+  // mmap_lock taken by a fault stays a fault; the tracer's own rwsem stays the tracer's.
+  EXPECT_EQ(Classify({"schedule", "rwsem_down_read_slowpath", "lock_mm_and_find_vma",
+                      "do_user_addr_fault", "exc_page_fault"},
+                     {}),
+            WaitClass::kPageFault);
+  EXPECT_EQ(Classify({"schedule", "rwsem_down_read_slowpath", "handle_swbp"}, {}), WaitClass::kTracer);
+}
+
 TEST(WaitClassTest, KernelFramesTellIoSleepPollAndFaults) {
   EXPECT_EQ(Classify({"schedule", "pipe_read", "vfs_read"}, {"read"}), WaitClass::kPipeSocket);
   EXPECT_EQ(Classify({"schedule", "unix_stream_read_generic"}, {}), WaitClass::kPipeSocket);
