@@ -116,7 +116,8 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
   doc["trace"] = {{"first_ns", model.first_ns()},
                   {"last_ns", model.last_ns()},
                   {"duration_ns", model.last_ns() - model.first_ns()},
-                  {"sample_hz", model.sample_hz()}};
+                  {"sample_hz", model.sample_hz()},
+                  {"inferred_switches", model.inferred_switches()}};
   Json kinds = Json::array();
   for (const KindReport& kind : model.kinds()) {
     Json row = {{"kind", RequestSourceName(kind.kind.source)},

@@ -72,7 +72,10 @@ void ReportModel::Add(const format::Record& record) {
                  // Reach the report through the stacks, the timeline and requests below.
                  [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
                  [](const ProcessFork&) {}, [](const ProcessExec&) {}, [](const ThreadExit&) {},
-                 [](const SchedSwitch&) {}, [](const SchedWakeup&) {}, [](const SchedMigrate&) {},
+                 [&](const SchedSwitch& change) {
+                   if ((change.prev_state & kSwitchInferred) != 0) ++inferred_switches_;
+                 },
+                 [](const SchedWakeup&) {}, [](const SchedMigrate&) {},
                  [](const OffCpu&) {}, [](const UprobeEntry&) {}, [](const UprobeReturn&) {},
                  [](const SpanBegin&) {}, [](const SpanEnd&) {}, [](const Instant&) {},
                  [](const Counter&) {}, [](const OperationBegin&) {}, [](const OperationEnd&) {},

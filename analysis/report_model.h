@@ -132,6 +132,9 @@ class ReportModel {
   // Span and operation ends whose begin is not in the trace (begun before
   // it, or the begin was lost): an end does not name its kind.
   uint64_t ends_without_begin() const { return ends_without_begin_; }
+  // Switch-ins the kernel's tracepoint did not report, placed by louped from
+  // the scheduler's own accounting (format::kSwitchInferred): to a few µs.
+  uint64_t inferred_switches() const { return inferred_switches_; }
   const ReportOptions& options() const { return options_; }
   // Sampled: self and total samples per function (the wanted threads', in the window).
   struct FunctionCost {
@@ -209,6 +212,7 @@ class ReportModel {
   uint64_t top_function_samples_ = 0;
   absl::flat_hash_map<uint64_t, std::string> wait_of_;  // evidence -> class name
   uint64_t ends_without_begin_ = 0;
+  uint64_t inferred_switches_ = 0;
   std::array<uint64_t, format::kMaxLossSource + 1> lost_by_source_{};
   uint64_t first_ns_ = 0, last_ns_ = 0;
   uint32_t sample_hz_ = 0;

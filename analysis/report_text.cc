@@ -101,6 +101,11 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
   }
   out += fmt::format("times are exact, from context switches; hot functions are sampled ({} Hz)\n",
                      model.sample_hz());
+  if (model.inferred_switches() != 0) {
+    out += fmt::format("  but {} switch-in(s) the kernel did not report were placed from its scheduler "
+                       "accounting, to a few µs (docs/bpf.md)\n",
+                       model.inferred_switches());
+  }
 
   if (model.kinds().empty()) out += "\nno requests (spans, operations, uprobe %return calls, --request pairs)\n";
   if (model.ends_without_begin() != 0) {

@@ -194,6 +194,26 @@ TEST(ReportModelTest, AWakeupFromTheIdleCpuIsAnInterrupts) {
             "slow request: 95 % blocked on a lock in lookup_shared_cache, woken by an interrupt");
 }
 
+// A switch-in louped placed itself is not the kernel's report: said, not hidden.
+TEST(ReportModelTest, SwitchInsLoupedPlacedAreCountedAndSaid) {
+  ReportModel model({});
+  LockWait(model, false);
+  EXPECT_EQ(model.inferred_switches(), 0u);
+  EXPECT_EQ(ReportText(model, {.events = 14}).find("did not report"), std::string::npos);
+
+  ReportModel inferred({});
+  Preamble(inferred, 1'000);
+  inferred.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  inferred.Add({.time_ns = 2'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{kHolder, 0}});
+  inferred.Add({.time_ns = 3'000, .tid = kHolder, .cpu = 0,
+                .payload = format::SchedSwitch{kHandler, format::kSwitchInferred}});
+  inferred.Finish();
+  EXPECT_EQ(inferred.inferred_switches(), 1u);
+  EXPECT_NE(ReportText(inferred, {.events = 6}).find("but 1 switch-in(s) the kernel did not report"),
+            std::string::npos);
+  EXPECT_NE(ReportJson(inferred, {}).find("\"inferred_switches\":1"), std::string::npos);
+}
+
 TEST(ReportModelTest, ARequestCrossingIntoANewSegmentIsOneRequest) {
   ReportModel model({});
   LockWait(model, /*new_segment_midway=*/true);
