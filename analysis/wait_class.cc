@@ -31,8 +31,10 @@ const KernelRule kKernelRules[] = {
     // driver's mutex) and file locks (flock, fcntl): a lock, whoever holds it.
     {WaitClass::kLock,
      {"mutex_lock", "rt_mutex_slowlock", "rwsem_down_", "percpu_rwsem_wait", "percpu_down_write",
+      // flock's wait is exported; fcntl's (F_SETLKW, lockf, OFD locks) is
+      // inlined into fcntl_setlk on some kernels.
       "locks_lock_inode_wait", "flock_lock_inode_wait", "posix_lock_inode_wait",
-      "do_lock_file_wait"}},
+      "do_lock_file_wait", "fcntl_setlk"}},
     {WaitClass::kFutex, {"futex"}},
     {WaitClass::kPoll, {"ep_poll", "do_epoll_wait", "do_sys_poll", "do_poll", "do_select",
                         "core_sys_select"}},

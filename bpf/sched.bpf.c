@@ -155,12 +155,22 @@ static __always_inline __u32 ran_since_arrival(struct task_struct *prev)
  * throttles each task of a group over quota on its way back to user space
  * (task->throttled); before, the group's run queue stays throttled with its
  * tasks on it (a nonzero throttle_count up the hierarchy). */
+#define LOUPE_SCHED_NORMAL 0
+#define LOUPE_SCHED_BATCH 3
+#define LOUPE_SCHED_IDLE 5
+
 static __always_inline bool quota_throttled(struct task_struct *task)
 {
+	__u32 policy;
+
 	if (bpf_core_field_exists(task->throttled))
 		return BPF_CORE_READ(task, throttled);
 	if (!bpf_core_field_exists(task->se.cfs_rq) ||
 	    !bpf_core_field_exists(((struct cfs_rq *)0)->throttle_count))
+		return false;
+	/* Every task has a cfs_rq, but only a fair-class one waits for its quota. */
+	policy = BPF_CORE_READ(task, policy);
+	if (policy != LOUPE_SCHED_NORMAL && policy != LOUPE_SCHED_BATCH && policy != LOUPE_SCHED_IDLE)
 		return false;
 	return BPF_CORE_READ(task, se.cfs_rq, throttle_count) > 0;
 }

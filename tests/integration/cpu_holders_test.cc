@@ -231,7 +231,9 @@ TEST(CpuHoldersTest, UntracedThreadsThatHeldTheCpuAreNamedAndTheirTimeAddsUp) {
       if (record.tid == static_cast<uint32_t>(bg_tid) && !waiting.empty()) {
         ++bg_switches_while_waiting;
       }
-      if (targets.contains(record.tid) && change->prev_state == 0) waiting.insert(record.tid);
+      if (targets.contains(record.tid) && format::TaskState(change->prev_state) == 0) {
+        waiting.insert(record.tid);
+      }
       waiting.erase(change->next_tid);
       if (record.cpu == 0) holder0 = change->next_tid;
     }

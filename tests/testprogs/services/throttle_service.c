@@ -10,6 +10,8 @@
  * else v1 (cpu.cfs_quota_us); the cgroup is removed at exit. */
 #include "service.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #define QUOTA_US 20000
@@ -54,6 +56,26 @@ static void write_file(const char *dir, const char *name, const char *text)
 		service_die(path);
 }
 
+/* A run killed before it could leave (a failed test kills its service) left
+ * an empty cgroup behind, quota and all: removed by the next run. */
+static void sweep_stale_cgroups(const char *root)
+{
+	DIR *dir = opendir(root);
+	struct dirent *entry;
+	char path[512];
+	int pid;
+
+	if (!dir)
+		return;
+	while ((entry = readdir(dir)) != NULL) {
+		if (sscanf(entry->d_name, "loupe-throttle-%d", &pid) != 1 || kill(pid, 0) == 0)
+			continue;
+		snprintf(path, sizeof path, "%s/%s", root, entry->d_name);
+		rmdir(path);
+	}
+	closedir(dir);
+}
+
 static void enter_throttled_cgroup(void)
 {
 	struct cpu_cgroup *cg = &cgroup_state;
@@ -64,6 +86,7 @@ static void enter_throttled_cgroup(void)
 	root = cg->v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu";
 	snprintf(cg->dir, sizeof cg->dir, "%s/loupe-throttle-%d", root, getpid());
 	snprintf(cg->parent_procs, sizeof cg->parent_procs, "%s/cgroup.procs", root);
+	sweep_stale_cgroups(root);
 	if (cg->v2 && !file_has_word("/sys/fs/cgroup/cgroup.subtree_control", "cpu"))
 		write_file(root, "cgroup.subtree_control", "+cpu");
 	if (mkdir(cg->dir, 0755) != 0)
@@ -93,8 +116,12 @@ static void leave_throttled_cgroup(void)
 	close(cg->stat_fd);
 	if (!out || fprintf(out, "%d", getpid()) < 0 || fclose(out) != 0)
 		service_die(cg->parent_procs);
-	if (rmdir(cg->dir) != 0)
-		service_die(cg->dir);
+	/* A thread that has just exited can keep the cgroup busy a moment. */
+	for (int tries = 0; rmdir(cg->dir) != 0; ++tries) {
+		if (errno != EBUSY || tries == 100)
+			service_die(cg->dir);
+		service_sleep_ns(10000000);
+	}
 }
 
 /* The cgroup's total throttled time so far, in ns. */

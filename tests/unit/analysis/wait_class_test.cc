@@ -34,7 +34,8 @@ TEST(WaitClassTest, TheKernelsLocksAndFileLocksAreLocks) {
             WaitClass::kLock);
   EXPECT_EQ(Classify({"schedule", "locks_lock_inode_wait", "__do_sys_flock"}, {"__flock", "reindex"}),
             WaitClass::kLock);
-  EXPECT_EQ(Classify({"schedule", "do_lock_file_wait", "fcntl_setlk", "do_fcntl"}, {"__fcntl64_nocancel"}),
+  // F_SETLKW as 6.18 shows it: its wait inlined into fcntl_setlk.
+  EXPECT_EQ(Classify({"schedule", "fcntl_setlk", "do_fcntl", "__x64_sys_fcntl"}, {"__GI___fcntl64_nocancel"}),
             WaitClass::kLock);
   // Waiting for the pipe's mutex, not for room in the pipe.
   EXPECT_EQ(Classify({"schedule", "schedule_preempt_disabled", "__mutex_lock.constprop.0",
