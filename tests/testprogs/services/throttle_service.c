@@ -79,7 +79,7 @@ static void sweep_stale_cgroups(const char *root)
 static void enter_throttled_cgroup(void)
 {
 	struct cpu_cgroup *cg = &cgroup_state;
-	char text[64], path[320];
+	char text[64], path[512];
 	const char *root;
 
 	cg->v2 = file_has_word("/sys/fs/cgroup/cgroup.controllers", "cpu");
