@@ -249,6 +249,8 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 	struct loupe_sched_wakeup *rec;
 	__u32 zero = 0, *timers;
 	__u32 context;
+	bool waker_is_task;
+	__u64 waker;
 
 	if (!is_target(tgid))
 		return 0;
@@ -270,10 +272,16 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 		return 0;
 	rec->woken_tid = BPF_CORE_READ(task, pid);
 	rec->woken_tgid = tgid;
-	rec->waker_tid = (__u32)bpf_get_current_pid_tgid();
+	waker = bpf_get_current_pid_tgid();
+	rec->waker_tid = (__u32)waker;
 	rec->target_cpu = BPF_CORE_READ(task, wake_cpu);
 	rec->is_new = is_new;
 	rec->context = context;
+	/* In an interrupt, the current task is whoever was interrupted. */
+	waker_is_task = context == LOUPE_WAKER_TASK;
+	rec->waker_tgid = waker_is_task ? (__u32)(waker >> 32) : 0;
+	fill_comm(rec->waker_comm, bpf_get_current_task_btf(),
+		  !waker_is_task || is_target(rec->waker_tgid), rec->waker_tid);
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -109,6 +109,11 @@ struct loupe_sched_wakeup {
 	__u32 target_cpu;
 	__u32 is_new;
 	__u32 context; /* enum loupe_waker_context */
+	/* A task waker that is not a target: its process and name, for the
+	 * daemon to describe (the thread that woke a target may never have held
+	 * a CPU the target waited for). Zero otherwise. */
+	__u32 waker_tgid;
+	char waker_comm[LOUPE_COMM_LEN];
 };
 
 /* A target moved to another CPU's run queue while waiting for a CPU. */

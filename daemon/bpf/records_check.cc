@@ -23,8 +23,10 @@ static_assert(offsetof(loupe_sched_switch, next_comm) == 48 + LOUPE_COMM_LEN);
 static_assert(offsetof(loupe_sched_switch, frames) == 48 + 2 * LOUPE_COMM_LEN);
 static_assert(sizeof(loupe_sched_switch) == 80 + 2 * 8 * LOUPE_MAX_STACK_DEPTH);
 
-static_assert(sizeof(loupe_sched_wakeup) == 40);
+static_assert(sizeof(loupe_sched_wakeup) == 64);
 static_assert(offsetof(loupe_sched_wakeup, context) == 36);
+static_assert(offsetof(loupe_sched_wakeup, waker_tgid) == 40);
+static_assert(offsetof(loupe_sched_wakeup, waker_comm) == 44);
 static_assert(sizeof(loupe_sched_migrate) == 32);
 static_assert(offsetof(loupe_sched_migrate, dest_cpu) == 28);
 static_assert(sizeof(loupe_process_fork) == 32);

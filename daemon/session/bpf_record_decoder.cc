@@ -104,6 +104,10 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
       event->record.payload = format::SchedWakeup{r.woken_tid, r.target_cpu, r.is_new != 0,
                                                  static_cast<format::WakerContext>(r.context)};
       event->next_tgid = r.woken_tgid;
+      event->prev_tgid = r.waker_tgid;
+      if (r.waker_comm[0] != '\0') {
+        event->prev_comm.Assign(CString(r.waker_comm, sizeof r.waker_comm));
+      }
       return true;
     }
     case LOUPE_REC_SCHED_MIGRATE: {

@@ -1,6 +1,7 @@
 #include "daemon/session/foreign_threads.h"
 
 #include <fstream>
+#include <span>
 
 #include "daemon/base/proc_root.h"
 
@@ -19,14 +20,18 @@ std::string ForeignThreads::ReadProcComm(uint32_t pid) {
 std::vector<OwnedEvent> ForeignThreads::Describe(const OwnedEvent& event) {
   std::vector<OwnedEvent> made;
   // BPF names only the sides it did not take for targets, never the idle
-  // task: a switch between targets has nothing to describe.
+  // task nor an interrupted one: a switch between targets, or a wakeup by a
+  // target, has nothing to describe.
   if (event.prev_comm.empty() && event.next_comm.empty()) return made;
-  const auto* change = std::get_if<format::SchedSwitch>(&event.record.payload);
-  if (change == nullptr) return made;
-  const Side sides[] = {{event.record.time_ns, event.record.tid, event.prev_tgid, event.prev_comm},
-                        {event.record.time_ns, change->next_tid, event.next_tgid, event.next_comm}};
+  Side sides[2] = {{event.record.time_ns, event.record.tid, event.prev_tgid, event.prev_comm}};
+  size_t count = 1;  // a wakeup's waker; its woken is a target
+  if (const auto* change = std::get_if<format::SchedSwitch>(&event.record.payload)) {
+    sides[count++] = {event.record.time_ns, change->next_tid, event.next_tgid, event.next_comm};
+  } else if (!std::holds_alternative<format::SchedWakeup>(event.record.payload)) {
+    return made;
+  }
   bool foreign_seen = false;
-  for (const Side& side : sides) {
+  for (const Side& side : std::span(sides, count)) {
     if (side.tid == 0 || side.comm.empty() || is_target_(side.tgid)) continue;
     if (!foreign_seen) last_.clear();
     foreign_seen = true;

@@ -1,5 +1,6 @@
 // Names the threads of untraced processes that appear in switches (they
-// held a CPU a target waited for), so a reader can say who they were. Each
+// held a CPU a target waited for) or wake a target, so a reader can say who
+// they were. Each
 // such thread is described once per segment, before its first switch there,
 // and again when its name changes; segments read alone.
 #ifndef LOUPE_DAEMON_SESSION_FOREIGN_THREADS_H_
@@ -24,11 +25,12 @@ class ForeignThreads {
 
   explicit ForeignThreads(IsTarget is_target, ReadProcessName read = ReadProcComm);
 
-  // The thread_info events to write just before `event` (a switch).
+  // The thread_info events to write just before `event` (a switch or a
+  // wakeup).
   std::vector<OwnedEvent> Describe(const OwnedEvent& event);
   // A new segment starts: it knows no thread yet. Returns the descriptions
-  // of the last switch's sides, for the preamble: that switch may be the
-  // one that lands first in the new segment.
+  // of the last switch's or wakeup's foreign sides, for the preamble: that
+  // event may be the one that lands first in the new segment.
   std::vector<OwnedEvent> StartSegment();
 
   // /proc/<pid>/comm under the proc root.
@@ -48,7 +50,7 @@ class ForeignThreads {
   ReadProcessName read_process_name_;
   absl::flat_hash_map<uint32_t, TaskComm> described_;  // tid -> name, this segment
   absl::flat_hash_map<uint32_t, std::string> process_names_;  // by tgid, bounded
-  std::vector<Side> last_;  // the foreign sides of the last switch
+  std::vector<Side> last_;  // the foreign sides of the last switch or wakeup
 };
 
 }  // namespace loupe::session

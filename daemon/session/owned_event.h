@@ -93,7 +93,8 @@ class OwnedEvent {
   format::Record record;         // views are set by View()
   std::vector<uint64_t> frames;  // user frames, then kernel frames
   std::string text;              // a name or a path
-  // For switches: the processes on both sides (targets are decided by tgid).
+  // For switches: the processes on both sides (targets are decided by tgid);
+  // for wakeups, prev is the waker (when a task) and next the woken.
   uint32_t prev_tgid = 0;
   uint32_t next_tgid = 0;
   uint16_t user_depth = 0;
@@ -102,7 +103,8 @@ class OwnedEvent {
   // The user stack walk met an address no user frame can have; the frames
   // from there on were dropped.
   bool unwind_stopped = false;
-  // For switches: the names of sides that are not targets (empty otherwise).
+  // For switches and wakeups: the names of sides that are not targets
+  // (empty otherwise).
   TaskComm prev_comm;
   TaskComm next_comm;
 

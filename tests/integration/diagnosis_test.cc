@@ -538,6 +538,21 @@ TEST(DiagnosisTest, SleepingBeforeRetry) {
                  &traced);
 }
 
+// A file lock another process holds (a backup of a shared database): the
+// kernel's lock, named as a lock, with the untraced holder as the waker.
+TEST(DiagnosisTest, FileLockHeldByAnotherProcess) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  Traced traced;
+  CheckDiagnosis({.service = "flock_service",
+                  .dominant = "blocked",
+                  .dominant_class = "lock",
+                  .evidence = "take_lock_file",
+                  .waker_thread = "backup",
+                  .cause_class = "lock",
+                  .culprit_text = "backup"},
+                 &traced);
+}
+
 // A container's CPU limit: the requests wait to run while the CPU is free.
 // Who ran on the CPU meanwhile (the idle task, or the tracer) is not the
 // cause; the quota is.

@@ -158,6 +158,22 @@ TEST(BpfRecordDecoderTest, SwitchCarriesTheNamesOfUntracedSides) {
   EXPECT_EQ(event->next_comm.view(), "bg_compress");
 }
 
+TEST(BpfRecordDecoderTest, WakeupCarriesTheNameOfAnUntracedWaker) {
+  loupe_sched_wakeup wakeup{};
+  wakeup.hdr = {LOUPE_REC_SCHED_WAKEUP, sizeof wakeup, 0, 1};
+  wakeup.waker_tid = 501;
+  wakeup.waker_tgid = 500;
+  wakeup.woken_tgid = 100;
+  std::strcpy(wakeup.waker_comm, "backup");
+  std::optional<OwnedEvent> event = Decode(Bytes(wakeup));
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->record.tid, 501u);
+  EXPECT_EQ(event->prev_tgid, 500u);
+  EXPECT_EQ(event->next_tgid, 100u);
+  EXPECT_EQ(event->prev_comm.view(), "backup");
+  EXPECT_EQ(event->next_comm.view(), "");
+}
+
 TEST(BpfRecordDecoderTest, WakeupContextAndMigration) {
   loupe_sched_wakeup wakeup{};
   wakeup.hdr = {LOUPE_REC_SCHED_WAKEUP, sizeof wakeup, 0, 1};

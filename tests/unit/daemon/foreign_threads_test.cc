@@ -1,5 +1,6 @@
 // Threads of untraced processes are described once per segment, before
-// their first switch there, and again when their name changes.
+// their first switch or wakeup of a target there, and again when their name
+// changes.
 #include "daemon/session/foreign_threads.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,16 @@ OwnedEvent Switch(uint32_t prev_tid, uint32_t prev_tgid, std::string prev_comm,
   event.next_tgid = next_tgid;
   event.prev_comm.Assign(prev_comm);
   event.next_comm.Assign(next_comm);
+  return event;
+}
+
+OwnedEvent Wakeup(uint32_t waker_tid, uint32_t waker_tgid, std::string waker_comm,
+                  uint32_t woken_tid) {
+  OwnedEvent event;
+  event.record = {.time_ns = 2000, .tid = waker_tid, .payload = format::SchedWakeup{woken_tid}};
+  event.prev_tgid = waker_tgid;
+  event.next_tgid = kTarget;
+  event.prev_comm.Assign(waker_comm);
   return event;
 }
 
@@ -66,6 +77,28 @@ TEST_F(ForeignThreadsTest, TargetsIdleAndUnnamedSidesAreNotDescribed) {
       foreign_.Describe(Switch(101, kTarget, "", 701, 700, "gone"));
   ASSERT_EQ(made.size(), 1u);
   EXPECT_EQ(made[0].value_text(), "");  // the process is gone
+}
+
+// A process that only ever wakes a target (it releases a lock the target
+// waits for, and never holds a CPU the target wants) is named all the same.
+TEST_F(ForeignThreadsTest, AWakerOfATargetIsDescribedOnceAndInTheNextPreamble) {
+  std::vector<OwnedEvent> made = foreign_.Describe(Wakeup(501, 500, "backup", 101));
+  ASSERT_EQ(made.size(), 1u);
+  const format::Record& record = made[0].View();
+  EXPECT_EQ(record.tid, 501u);
+  EXPECT_EQ(record.time_ns, 2000u);
+  EXPECT_EQ(std::get<format::ThreadInfo>(record.payload).pid, 500u);
+  EXPECT_TRUE(std::get<format::ThreadInfo>(record.payload).foreign);
+  EXPECT_EQ(made[0].text, "backup");
+  EXPECT_EQ(made[0].value_text(), "compressor");
+  EXPECT_TRUE(foreign_.Describe(Wakeup(501, 500, "backup", 102)).empty());
+  // BPF names no target waker and no interrupted task.
+  EXPECT_TRUE(foreign_.Describe(Wakeup(102, kTarget, "", 101)).empty());
+  EXPECT_TRUE(foreign_.Describe(Wakeup(0, 0, "", 101)).empty());
+
+  const std::vector<OwnedEvent> preamble = foreign_.StartSegment();
+  ASSERT_EQ(preamble.size(), 1u);
+  EXPECT_EQ(preamble[0].record.tid, 501u);
 }
 
 TEST(ForeignThreadsProcTest, ReadsTheProcessNameFromProc) {
