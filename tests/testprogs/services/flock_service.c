@@ -50,24 +50,6 @@ static void backup_main(int go_fd)
 	_exit(0);
 }
 
-static pid_t start_backup(int *go_fd)
-{
-	int fds[2];
-	pid_t pid;
-
-	if (pipe(fds) != 0)
-		service_die("pipe");
-	pid = fork();
-	if (pid < 0)
-		service_die("fork");
-	if (pid == 0) {
-		close(fds[1]);
-		backup_main(fds[0]);
-	}
-	close(fds[0]);
-	*go_fd = fds[1];
-	return pid;
-}
 
 __attribute__((noinline)) uint64_t take_lock_file(void)
 {
@@ -111,7 +93,7 @@ int main(int argc, char **argv)
 
 	service_parse_args(argc, argv);
 	snprintf(lock_path, sizeof lock_path, "%s.lock", service_state.truth_path);
-	backup = start_backup(&backup_go);
+	backup = service_fork_helper(backup_main, &backup_go);
 	service_wait_go();
 	if (write(backup_go, "g", 1) != 1)
 		service_die("start backup");

@@ -212,6 +212,31 @@ static inline void service_wait_go(void)
 	pthread_create(&service_stdin_watcher, NULL, service_watch_stdin, NULL);
 }
 
+/* Forks a helper process (a noisy neighbour, a backup job) that runs
+ * child(go_fd) and never returns from it. The caller keeps the pipe's write
+ * end, *go_fd, to send the helper its go byte and to close when done; it is
+ * close-on-exec, so no other child keeps the helper waiting. */
+static inline pid_t service_fork_helper(void (*child)(int go_fd), int *go_fd)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pipe(fds) != 0)
+		service_die("pipe");
+	pid = fork();
+	if (pid < 0)
+		service_die("fork");
+	if (pid == 0) {
+		close(fds[1]);
+		child(fds[0]);
+		_exit(127);
+	}
+	close(fds[0]);
+	fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+	*go_fd = fds[1];
+	return pid;
+}
+
 /* After the workers are joined: write the ground truth, say so, and stay
  * until stdin closes. */
 static inline void service_finish(void)

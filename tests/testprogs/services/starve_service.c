@@ -89,27 +89,12 @@ static int noisy_main(void)
 	return 0;
 }
 
-static pid_t start_noisy(int *go_fd)
+/* The noisy process reads its go byte on stdin. */
+static void exec_noisy(int go_fd)
 {
-	int fds[2];
-	pid_t pid;
-
-	if (pipe(fds) != 0)
-		service_die("pipe");
-	pid = fork();
-	if (pid < 0)
-		service_die("fork");
-	if (pid == 0) {
-		dup2(fds[0], STDIN_FILENO);
-		close(fds[0]);
-		close(fds[1]);
-		execl("/proc/self/exe", "noisy", "--noisy", (char *)NULL);
-		_exit(127);
-	}
-	close(fds[0]);
-	fcntl(fds[1], F_SETFD, FD_CLOEXEC);
-	*go_fd = fds[1];
-	return pid;
+	dup2(go_fd, STDIN_FILENO);
+	close(go_fd);
+	execl("/proc/self/exe", "noisy", "--noisy", (char *)NULL);
 }
 
 int main(int argc, char **argv)
@@ -121,7 +106,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "--noisy") == 0)
 		return noisy_main();
 	service_parse_args(argc, argv);
-	noisy = start_noisy(&noisy_go);
+	noisy = service_fork_helper(exec_noisy, &noisy_go);
 	service_wait_go();
 	if (write(noisy_go, "g", 1) != 1)
 		service_die("start noisy");

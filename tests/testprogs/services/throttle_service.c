@@ -102,7 +102,8 @@ static void enter_throttled_cgroup(void)
 	}
 	snprintf(text, sizeof text, "%d", getpid());
 	write_file(cg->dir, "cgroup.procs", text);
-	snprintf(path, sizeof path, "%s/cpu.stat", cg->dir);
+	if (snprintf(path, sizeof path, "%s/cpu.stat", cg->dir) >= (int)sizeof path)
+		service_die("cgroup path too long");
 	cg->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (cg->stat_fd < 0)
 		service_die(path);
