@@ -23,10 +23,11 @@ std::vector<OwnedEvent> ForeignThreads::Describe(const OwnedEvent& event) {
   // task nor an interrupted one: a switch between targets, or a wakeup by a
   // target, has nothing to describe.
   if (event.prev_comm.empty() && event.next_comm.empty()) return made;
-  Side sides[2] = {{event.record.time_ns, event.record.tid, event.prev_tgid, event.prev_comm}};
+  const format::Record& at = event.record;
+  Side sides[2] = {{at.time_ns, at.cpu, at.tid, event.prev_tgid, event.prev_comm}};
   size_t count = 1;  // a wakeup's waker; its woken is a target
   if (const auto* change = std::get_if<format::SchedSwitch>(&event.record.payload)) {
-    sides[count++] = {event.record.time_ns, change->next_tid, event.next_tgid, event.next_comm};
+    sides[count++] = {at.time_ns, at.cpu, change->next_tid, event.next_tgid, event.next_comm};
   } else if (!std::holds_alternative<format::SchedWakeup>(event.record.payload)) {
     return made;
   }
@@ -58,6 +59,7 @@ OwnedEvent ForeignThreads::Info(const Side& side) {
   OwnedEvent info;
   info.record = {.time_ns = side.time_ns,
                  .tid = side.tid,
+                 .cpu = side.cpu,
                  .payload = format::ThreadInfo{.pid = side.tgid, .foreign = true}};
   info.text = side.comm.view();
   info.extras().value_text = ProcessName(side.tgid);

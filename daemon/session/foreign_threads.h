@@ -39,6 +39,7 @@ class ForeignThreads {
  private:
   struct Side {
     uint64_t time_ns = 0;
+    uint32_t cpu = 0;  // that of the switch or wakeup it describes
     uint32_t tid = 0;
     uint32_t tgid = 0;
     TaskComm comm;

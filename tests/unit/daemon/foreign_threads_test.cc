@@ -25,7 +25,8 @@ OwnedEvent Switch(uint32_t prev_tid, uint32_t prev_tgid, std::string prev_comm,
 OwnedEvent Wakeup(uint32_t waker_tid, uint32_t waker_tgid, std::string waker_comm,
                   uint32_t woken_tid) {
   OwnedEvent event;
-  event.record = {.time_ns = 2000, .tid = waker_tid, .payload = format::SchedWakeup{woken_tid}};
+  event.record = {
+      .time_ns = 2000, .tid = waker_tid, .cpu = 1, .payload = format::SchedWakeup{woken_tid}};
   event.prev_tgid = waker_tgid;
   event.next_tgid = kTarget;
   event.prev_comm.Assign(waker_comm);
@@ -87,6 +88,7 @@ TEST_F(ForeignThreadsTest, AWakerOfATargetIsDescribedOnceAndInTheNextPreamble) {
   const format::Record& record = made[0].View();
   EXPECT_EQ(record.tid, 501u);
   EXPECT_EQ(record.time_ns, 2000u);
+  EXPECT_EQ(record.cpu, 1u);  // the wakeup's
   EXPECT_EQ(std::get<format::ThreadInfo>(record.payload).pid, 500u);
   EXPECT_TRUE(std::get<format::ThreadInfo>(record.payload).foreign);
   EXPECT_EQ(made[0].text, "backup");
