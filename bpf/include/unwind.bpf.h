@@ -196,6 +196,51 @@ static __always_inline void restore_return_address(struct unwind_walk *walk, __u
 	}
 }
 
+/* The kernel's [uprobes] page is cut into slots of this size: the first is
+ * the return trampoline, the others hold copies of probed instructions. */
+#define LOUPE_UPROBE_SLOT_BYTES 128
+/* The return trampoline pushes rax, rcx and r11 before its system call
+ * (Linux 6.11+; before, it is a lone int3 and pushes nothing). */
+#define LOUPE_TRAMPOLINE_PUSHED (3 * 8)
+
+/* A sample or switch can find the thread in the [uprobes] page, which has
+ * no table and no frame of the program's. Two cases put it back in its
+ * own code with the registers it has there:
+ * - stepping over the copy of a probed instruction (or trapped just
+ *   after it): the original is at the same offset from the probed
+ *   address;
+ * - in the return trampoline: the probed call has returned, its return
+ *   popped, and the real return address is in the pending return whose
+ *   slot was just above the stack pointer (or above the trampoline's
+ *   three pushes, until the kernel drops them). Where the kernel has
+ *   already taken that entry off the list, the leaf stays where it is. */
+static __always_inline void leave_uprobe_page(struct unwind_walk *walk, struct uprobe_task *utask)
+{
+	__u64 copy = BPF_CORE_READ(utask, xol_vaddr);
+	struct return_instance *pending = walk->pending;
+
+	if (copy && walk->pc >= copy && walk->pc < copy + LOUPE_UPROBE_SLOT_BYTES) {
+		walk->pc = BPF_CORE_READ(utask, vaddr) + (walk->pc - copy);
+		return;
+	}
+	if (!pending || walk->pc < walk->trampoline ||
+	    walk->pc >= walk->trampoline + LOUPE_UPROBE_SLOT_BYTES)
+		return;
+	for (int i = 0; i < LOUPE_PENDING_RETURNS_MAX && pending; i++) {
+		__u64 popped_sp = BPF_CORE_READ(pending, stack) + 8;
+
+		if (popped_sp == walk->sp || popped_sp == walk->sp + LOUPE_TRAMPOLINE_PUSHED) {
+			walk->pc = BPF_CORE_READ(pending, orig_ret_vaddr);
+			walk->sp = popped_sp;
+			/* Where the caller resumes, like any return address. */
+			walk->exact = false;
+			walk->pending = BPF_CORE_READ(pending, next);
+			return;
+		}
+		pending = BPF_CORE_READ(pending, next);
+	}
+}
+
 /* The caller's registers by the frame-pointer convention. A null rbp is
  * where the outermost frame leaves it. */
 static __always_inline bool step_by_frame_pointer(struct unwind_walk *walk)
@@ -356,11 +401,19 @@ static __always_inline __u32 unwind_user_stack(__u64 *frames, __u32 tgid, __u32 
 	walk.leaf_regs[13] = regs->r13;
 	walk.leaf_regs[14] = regs->r14;
 	walk.leaf_regs[15] = regs->r15;
-	/* A kernel built without uprobes has no list (nor %return probes). */
-	if (bpf_core_field_exists(task->utask))
-		walk.pending = BPF_CORE_READ(task, utask, return_instances);
-	if (walk.pending)
-		walk.trampoline = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+	/* A kernel built without uprobes has no uprobe state (nor %return
+	 * probes); a thread that never hit a probe has none either. */
+	if (bpf_core_field_exists(task->utask)) {
+		struct uprobe_task *utask = BPF_CORE_READ(task, utask);
+
+		if (utask) {
+			walk.pending = BPF_CORE_READ(utask, return_instances);
+			if (walk.pending)
+				walk.trampoline =
+					BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+			leave_uprobe_page(&walk, utask);
+		}
+	}
 	bpf_loop(LOUPE_MAX_STACK_DEPTH, unwind_step, &walk, 0);
 	*flags = walk.flags | LOUPE_STACK_CFI;
 	if (walk.depth >= LOUPE_MAX_STACK_DEPTH && !walk.complete)

@@ -292,7 +292,11 @@ TEST_P(UnwindTest, CpuSamplesReachMainThroughLibc) {
 
 // A %return probe puts the kernel's trampoline in place of the probed
 // call's return address until it returns: stacks taken inside sort_it,
-// copy_it and alloc_it go on past it to main all the same.
+// copy_it and alloc_it go on past it to main all the same. Samples that
+// find the thread in the [uprobes] page itself (stepping a probed
+// instruction's copy, or in the return trampoline) were 3-5 % of them
+// with the CPUs busy; what is left (< 1 %) are the kernel's own windows
+// where the pending return is neither on the list nor in rip.
 TEST_P(UnwindTest, StacksInsideReturnProbedCallsReachTheirCallers) {
   LOUPE_REQUIRE_PRIVILEGES();
   const std::string program = "unwind_app_" + GetParam();
@@ -305,7 +309,7 @@ TEST_P(UnwindTest, StacksInsideReturnProbedCallsReachTheirCallers) {
   for (const SymbolizedStack& stack : samples) {
     if (!Reaches(stack.user_frames, "main")) short_of_main.push_back(&stack);
   }
-  EXPECT_LE(short_of_main.size() * 100, samples.size() * 5)
+  EXPECT_LE(short_of_main.size() * 100, samples.size() * 1)
       << short_of_main.size() << " of " << samples.size()
       << " user stacks do not reach main:" << ShowSome(short_of_main);
   EXPECT_FALSE(Matching(samples, {Is("main"), Is("sort_it"), Contains({"qsort"}), Is("cmp")}).empty())
@@ -328,7 +332,7 @@ TEST_P(UnwindTest, StacksInsideNestedReturnProbedCallsReachMain) {
                                      [](const NamedFrame& frame) { return frame.function == "nest"; });
     if (nests == 13) ++thirteen_deep;
   }
-  EXPECT_LE(short_of_main.size() * 100, samples.size() * 5)
+  EXPECT_LE(short_of_main.size() * 100, samples.size() * 1)
       << short_of_main.size() << " of " << samples.size()
       << " user stacks do not reach main:" << ShowSome(short_of_main);
   EXPECT_GE(thirteen_deep * 2, samples.size()) << "few stacks hold all 13 levels:"
