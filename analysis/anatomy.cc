@@ -42,7 +42,9 @@ void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
   runq_ns += other.runq_ns;
   throttled_ns += other.throttled_ns;
   blocked_ns += other.blocked_ns;
+  queued_ns += other.queued_ns;
   if (!with_evidence) return;
+  handoffs.Merge(other.handoffs);
   blocked.Merge(other.blocked);
   evidence_count += other.evidence_count;
   user_samples += other.user_samples;

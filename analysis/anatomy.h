@@ -28,6 +28,11 @@ inline uint64_t WakerKey(uint32_t tid, format::WakerContext context) {
   return uint64_t{tid} << 8 | static_cast<uint8_t>(context);
 }
 
+// A handoff: the thread that passed an operation on, and the one that took it up.
+inline uint64_t HandoffKey(uint32_t passer, uint32_t taker) {
+  return uint64_t{passer} << 32 | taker;
+}
+
 // Amounts by key: a request has a handful, kept inline; an aggregate of
 // many requests moves to a hash map.
 template <typename Key>
@@ -87,6 +92,10 @@ struct Anatomy {
   uint64_t runq_ns = 0;
   uint64_t throttled_ns = 0;  // of runq_ns: waits that began with the CPU quota spent
   uint64_t blocked_ns = 0;   // all blocked time (`blocked` holds what has evidence)
+  // Between threads: passed on by one (loupe_operation_pass), not yet
+  // taken up by the next. No thread's time, so no state of one.
+  uint64_t queued_ns = 0;
+  Counts<uint64_t> handoffs;  // HandoffKey(passer, taker) -> ns queued between them
   Counts<uint64_t> blocked;      // EvidenceKey -> ns
   Counts<uint32_t> holders;      // tid -> ns it held the CPU waited for (not while throttled)
   Counts<uint64_t> wakers;       // WakerKey -> ns of wait it ended
@@ -96,7 +105,7 @@ struct Anatomy {
 
   // What the parts do not cover: time the trace cannot place.
   uint64_t unaccounted_ns() const {
-    const uint64_t parts = on_cpu_ns + runq_ns + blocked_ns;
+    const uint64_t parts = on_cpu_ns + runq_ns + blocked_ns + queued_ns;
     return duration_ns > parts ? duration_ns - parts : 0;
   }
   // One ended interval of the thread (running, blocked or runnable).

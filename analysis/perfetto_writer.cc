@@ -248,7 +248,13 @@ void PerfettoWriter::Throttled(const StateInterval& interval) {
 // stable while the trace is read once.
 void PerfettoWriter::BeginRequest(const format::Record& record,
                                   const format::OperationBegin& begin) {
-  if (request_lanes_.contains(begin.operation_id)) return;
+  if (auto drawn = request_lanes_.find(begin.operation_id); drawn != request_lanes_.end()) {
+    // Bound again: on another thread, or the one that passed it on.
+    if (passed_.erase(begin.operation_id) != 0) {
+      RequestMoment(drawn->second, record, "taken up");
+    }
+    return;
+  }
   auto free = std::find(lane_busy_.begin(), lane_busy_.end(), false);
   if (free == lane_busy_.end()) {
     if (lane_busy_.size() == kMaxLanes) {
@@ -270,9 +276,24 @@ void PerfettoWriter::BeginRequest(const format::Record& record,
 void PerfettoWriter::EndRequest(const format::Record& record, const format::OperationEnd& end) {
   auto it = request_lanes_.find(end.operation_id);
   if (it == request_lanes_.end()) return;  // not drawn, or begun before the trace
+  if (end.passed) {
+    // The request goes on, on whichever thread takes it up: its slice too.
+    passed_.insert(end.operation_id);
+    RequestMoment(it->second, record, "passed on");
+    return;
+  }
+  passed_.erase(end.operation_id);
   EndSlice(RequestLane(it->second), record.time_ns);
   lane_busy_[it->second] = false;
   request_lanes_.erase(it);
+}
+
+void PerfettoWriter::RequestMoment(size_t lane, const format::Record& record, std::string_view what) {
+  TrackEventBuilder event(On(RequestLane(lane)), TrackEventBuilder::kInstant);
+  event.Name(what);
+  event.Arg("tid", record.tid);
+  event.LabelId("thread", Who(record.tid));
+  event.Emit(record.time_ns);
 }
 
 void PerfettoWriter::Finish() {

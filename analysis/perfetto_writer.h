@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "analysis/perfetto_callstacks.h"
 #include "analysis/perfetto_compact_sched.h"
 #include "analysis/perfetto_sequence.h"
@@ -106,6 +107,8 @@ class PerfettoWriter {
   std::string_view WaitName(uint32_t stack, uint32_t prev_state);
   void BeginRequest(const format::Record& record, const format::OperationBegin& begin);
   void EndRequest(const format::Record& record, const format::OperationEnd& end);
+  // An instant on a request's lane: "passed on" or "taken up", by which thread.
+  void RequestMoment(size_t lane, const format::Record& record, std::string_view what);
 
   PerfettoStream stream_;
   // Descriptors, samples, scheduling data, and the stacks' interned messages.
@@ -131,6 +134,7 @@ class PerfettoWriter {
   // Requests drawn, by operation id -> lane; lane_busy_[i]: lane i + 1 holds one.
   absl::flat_hash_map<uint64_t, size_t> request_lanes_;
   std::vector<bool> lane_busy_;
+  absl::flat_hash_set<uint64_t> passed_;  // operations passed on, not yet taken up
   uint64_t requests_not_drawn_ = 0;
 };
 

@@ -24,8 +24,17 @@ Json Parts(const Breakdown& b) {
   return {{"on_cpu_ns", b.on_cpu_ns},
           {"runqueue_ns", b.runq_ns},
           {"throttled_ns", b.throttled_ns},
+          {"queued_ns", b.queued_ns},
           {"unaccounted_ns", b.unaccounted_ns},
           {"off_cpu_ns", off}};
+}
+
+Json Handoffs(const Breakdown& b) {
+  Json out = Json::array();
+  for (const auto& handoff : b.handoffs) {
+    out.push_back({{"from", Thread(handoff.from)}, {"to", Thread(handoff.to)}, {"ns", handoff.ns}});
+  }
+  return out;
 }
 
 Json Holders(const Breakdown& b) {
@@ -66,6 +75,7 @@ Json Slow(const KindReport& kind) {
                     {"blocked", b.Share(b.blocked_ns)},
                     {"sleep", b.Share(b.sleep_ns)},
                     {"runqueue", b.Share(b.runq_ns)},
+                    {"queued", b.Share(b.queued_ns)},
                     {"unaccounted", b.Share(b.unaccounted_ns)}};
   slow.update(Parts(b));
   slow["sampled"] = {{"user_samples", b.user_samples},
@@ -79,6 +89,7 @@ Json Slow(const KindReport& kind) {
   slow["blocking_stacks"] = stacks;
   slow["cpu_holders"] = Holders(b);
   slow["wakers"] = Wakers(b);
+  slow["handoffs"] = Handoffs(b);
   slow["sentence"] = b.sentence;
   return slow;
 }
@@ -88,6 +99,7 @@ Json Request(const RequestReport& request, uint64_t first_ns) {
   Json out = {{"kind", RequestSourceName(request.kind.source)}, {"name", request.kind.name},
               {"also", request.also}};
   out.update(Thread(request.thread));
+  out["passed_from"] = request.passed_from ? Thread(*request.passed_from) : Json();
   out["begin_ns"] = request.begin_ns;
   out["begin_offset_ns"] = request.begin_ns - first_ns;
   out["duration_ns"] = request.duration_ns;
@@ -97,6 +109,7 @@ Json Request(const RequestReport& request, uint64_t first_ns) {
   out["dominant_class"] = b.dominant_class;
   out["cpu_holders"] = Holders(b);
   out["wakers"] = Wakers(b);
+  out["handoffs"] = Handoffs(b);
   out["blocking_stack"] = b.stacks.empty() ? Json::array() : Frames(b.stacks.front().frames);
   out["functions"] = Functions(b);
   out["sentence"] = b.sentence;
@@ -129,6 +142,7 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                 {"p99_ns", kind.p99_ns},
                 {"max_ns", kind.max_ns},
                 {"unpaired", {{"begins", kind.unpaired_begins}, {"ends", kind.unpaired_ends}}},
+                {"passed_not_taken", kind.passed_not_taken},
                 {"pairing_lost", kind.pairing_lost}};
     if (kind.slow.count != 0) row["slow"] = Slow(kind);
     kinds.push_back(row);

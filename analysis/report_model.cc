@@ -12,6 +12,9 @@ namespace loupe::analysis {
 namespace {
 
 constexpr size_t kMaxOpenPerThread = 64;
+// Operations passed on and not yet taken up, held at once: a queue deeper
+// than this (or passes nobody takes up) counts the rest as not taken.
+constexpr size_t kMaxPassed = 1 << 16;
 constexpr size_t kRows = 5;  // evidence rows per breakdown
 // How often the p90 so far is looked at, and how far below it (in latency
 // buckets: 64 per power of two, so here a factor of 2) a request still
@@ -166,9 +169,49 @@ void ReportModel::Begin(const format::Record& record, const RequestMark& mark) {
     account.open.erase(account.open.begin());
     account.ledger.Close();
   }
-  account.open.push_back({mark.kind, mark.key, record.time_ns,
-                          {mark.args.begin(), mark.args.end()}, account.ledger.Now()});
+  OpenRequest open{mark.kind, mark.key, record.time_ns, {mark.args.begin(), mark.args.end()},
+                   account.ledger.Now(), nullptr};
+  if (kinds_.kinds()[mark.kind].source == RequestSource::kOperation) {
+    if (auto it = passed_.find(mark.key); it != passed_.end()) {
+      // Taken up: the request began on the first thread, and waited between.
+      std::unique_ptr<Passed> carried = std::move(it->second);
+      passed_.erase(it);
+      const uint64_t queued = record.time_ns > carried->passed_ns ? record.time_ns - carried->passed_ns : 0;
+      carried->so_far.queued_ns += queued;
+      carried->so_far.handoffs.Add(HandoffKey(carried->passer_tid, record.tid), queued);
+      open.kind = carried->kind;
+      open.begin_ns = carried->begin_ns;
+      open.args = std::move(carried->args);
+      open.carried = std::move(carried);
+    }
+  }
+  account.open.push_back(std::move(open));
   account.ledger.Open();
+}
+
+void ReportModel::Pass(const format::Record& record, ThreadAccount& account, OpenRequest request) {
+  std::unique_ptr<Passed> passed = std::move(request.carried);
+  if (!passed) {
+    passed = std::make_unique<Passed>();
+    passed->first_tid = record.tid;
+  }
+  passed->kind = request.kind;
+  passed->begin_ns = request.begin_ns;
+  passed->args = std::move(request.args);
+  passed->passer_tid = record.tid;
+  passed->passed_ns = record.time_ns;
+  account.ledger.AddSince(request.mark, &passed->so_far, true);
+  if (passed->so_far.evidence_count == 0) passed->evidence_cut = true;
+  passed->so_far.evidence_count = 0;
+  KindStats& stats = kind_stats_[request.kind];
+  if (passed_.size() >= kMaxPassed && !passed_.contains(request.key)) {
+    ++stats.passed_not_taken;
+    return;
+  }
+  std::unique_ptr<Passed>& slot = passed_[request.key];
+  // Passed again before anyone took it up: the id was reused, the first lost.
+  if (slot) ++kind_stats_[slot->kind].passed_not_taken;
+  slot = std::move(passed);
 }
 
 void ReportModel::End(const format::Record& record, const RequestMark& mark) {
@@ -199,14 +242,23 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
   OpenRequest request = std::move(*open);
   const size_t closed = static_cast<size_t>(std::distance(account.open.rbegin(), open)) + 1;
   account.open.erase(std::next(open).base(), account.open.end());
+  if (mark.passes) {
+    Pass(record, account, std::move(request));
+    for (size_t i = 0; i < closed; ++i) account.ledger.Close();
+    return;
+  }
 
   const uint64_t duration = record.time_ns - request.begin_ns;
   KindStats& stats = kind_stats_[request.kind];
   stats.latency.Add(duration);
+  const Passed* carried = request.carried.get();
   auto add_to = [&](Anatomy* into, bool evidence) {
     into->count += 1;
     into->duration_ns += duration;
+    const uint64_t whole = into->evidence_count;
+    if (carried) into->Merge(carried->so_far, evidence);
     account.ledger.AddSince(request.mark, into, evidence);
+    if (carried && carried->evidence_cut) into->evidence_count = whole;
   };
   if (options_.slow_ns) {
     if (duration >= *options_.slow_ns) add_to(&stats.over_threshold, true);
@@ -222,7 +274,9 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
     }
   }
   if (Slowest(duration)) {
-    Finished finished{request.kind, record.tid, request.begin_ns, duration, std::move(request.args), {}};
+    Finished finished{request.kind,       record.tid, carried ? carried->first_tid : 0,
+                      request.begin_ns,   duration,   std::move(request.args),
+                      {}};
     add_to(&finished.anatomy, true);
     Keep(std::move(finished));
   }
@@ -285,6 +339,7 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
   b.on_cpu_ns = a.on_cpu_ns;
   b.runq_ns = a.runq_ns;
   b.throttled_ns = a.throttled_ns;
+  b.queued_ns = a.queued_ns;
   b.unaccounted_ns = a.unaccounted_ns();
   b.user_samples = a.user_samples;
   b.kernel_samples = a.kernel_samples;
@@ -304,6 +359,7 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
                                                     {"blocked", b.blocked_ns},
                                                     {"sleep", b.sleep_ns},
                                                     {"runqueue", b.runq_ns},
+                                                    {"queued", b.queued_ns},
                                                     {"unaccounted", b.unaccounted_ns}};
   uint64_t most = 0;
   for (const auto& [name, ns] : parts) {
@@ -323,6 +379,9 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
   });
   b.functions = Largest(functions, kRows);
   for (const auto& [tid, ns] : a.holders.Largest(kRows)) b.holders.push_back({NameOf(tid), ns});
+  for (const auto& [key, ns] : a.handoffs.Largest(kRows)) {
+    b.handoffs.push_back({NameOf(static_cast<uint32_t>(key >> 32)), NameOf(static_cast<uint32_t>(key)), ns});
+  }
   absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint64_t>> doing;  // tid -> best (stack, ns)
   a.waker_doing.ForEach([&](uint64_t key, uint64_t ns) {
     auto& best = doing[static_cast<uint32_t>(key >> 32)];
@@ -388,6 +447,16 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
     }
     return fmt::format("{}{} waiting for a CPU{}", head, Percent(b.Share(b.runq_ns)), holder);
   }
+  if (b.dominant == "queued") {
+    // No thread held it: the one it waited for was busy elsewhere.
+    std::string between;
+    if (!b.handoffs.empty()) {
+      between = fmt::format(", passed on by {} and waiting for {} to take it up",
+                            b.handoffs.front().from.thread, b.handoffs.front().to.thread);
+    }
+    return fmt::format("{}{} queued between threads{}{}", head, Percent(b.Share(b.queued_ns)), between,
+                       b.handoffs.empty() ? "" : TakerBusy(b.handoffs.front().to));
+  }
   if (b.dominant == "sleep") {
     return fmt::format("{}{} sleeping{}{}", head, Percent(b.Share(b.sleep_ns)), where, by("woken by"));
   }
@@ -407,6 +476,24 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
                      WaitClassPhrase(wait), where, wait == WaitClass::kTracer ? "" : by(verb));
 }
 
+std::string ReportModel::TakerBusy(const ThreadName& taker) const {
+  auto it = accounts_.find(taker.tid);
+  if (it == accounts_.end()) return "";
+  const Anatomy& inside = it->second.ledger.inside();
+  const Anatomy& outside = it->second.ledger.outside();
+  std::map<std::string, uint64_t> functions;
+  outside.samples.ForEach([&](uint32_t stack, uint64_t n) {
+    const std::string function = stacks_.InnermostApplicationFunction(stack);
+    if (!function.empty()) functions[function] += n;
+  });
+  const auto hottest = Largest(functions, 1);
+  auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+  return fmt::format("; {}'s CPU time: {:.3f} ms outside requests{}, {:.3f} ms in them",
+                     taker.thread, ms(outside.on_cpu_ns),
+                     hottest.empty() ? "" : fmt::format(" (mostly in {}, sampled)", hottest.front().first),
+                     ms(inside.on_cpu_ns));
+}
+
 uint64_t ReportModel::PairingLost(RequestSource source) const {
   using format::LossSource;
   auto lost = [this](LossSource from) { return lost_by_source_[static_cast<size_t>(from)]; };
@@ -424,6 +511,7 @@ void ReportModel::Finish() {
   for (auto& [tid, account] : accounts_) {
     for (const OpenRequest& open : account.open) ++kind_stats_[open.kind].unpaired_begins;
   }
+  for (const auto& [key, passed] : passed_) ++kind_stats_[passed->kind].passed_not_taken;
   for (size_t k = 0; k < kind_stats_.size(); ++k) {
     const KindStats& stats = kind_stats_[k];
     const RequestKind& kind = kinds_.kinds()[k];
@@ -431,8 +519,12 @@ void ReportModel::Finish() {
     report.count = stats.latency.count();
     report.unpaired_begins = stats.unpaired_begins;
     report.unpaired_ends = stats.unpaired_ends;
+    report.passed_not_taken = stats.passed_not_taken;
     report.pairing_lost = PairingLost(kind.source);
-    if (report.count == 0 && report.unpaired_begins == 0 && report.unpaired_ends == 0) continue;
+    if (report.count == 0 && report.unpaired_begins == 0 && report.unpaired_ends == 0 &&
+        report.passed_not_taken == 0) {
+      continue;
+    }
     report.total_ns = stats.latency.total();
     report.p50_ns = stats.latency.Quantile(0.5);
     report.p90_ns = stats.latency.Quantile(0.9);
@@ -465,7 +557,9 @@ void ReportModel::Finish() {
   for (size_t i = 0; i < finished_.size() && slowest_reports_.size() < options_.list; ++i) {
     if (folded[i]) continue;
     const Finished& f = finished_[i];
-    RequestReport report{kinds_.kinds()[f.kind], {}, NameOf(f.tid), f.begin_ns, f.duration_ns, f.args};
+    RequestReport report{kinds_.kinds()[f.kind], {}, NameOf(f.tid), std::nullopt,
+                         f.begin_ns,             f.duration_ns, f.args};
+    if (f.first_tid != 0) report.passed_from = NameOf(f.first_tid);
     const uint64_t slack = std::max<uint64_t>(f.duration_ns / 100, 1000);
     for (size_t j = i + 1; j < finished_.size(); ++j) {
       const Finished& g = finished_[j];

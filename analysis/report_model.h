@@ -61,8 +61,9 @@ struct Breakdown {
   uint64_t throttled_ns = 0;  // of runq_ns: waits that began with the cgroup's CPU quota spent
   uint64_t blocked_ns = 0;  // sleep excluded
   uint64_t sleep_ns = 0;
+  uint64_t queued_ns = 0;  // passed on by one thread, not yet taken up by the next
   std::map<std::string, uint64_t> off_cpu_ns;  // class -> ns (blocked classes and sleep)
-  std::string dominant;        // on_cpu, blocked, sleep, runqueue, unaccounted
+  std::string dominant;        // on_cpu, blocked, sleep, runqueue, queued, unaccounted
   std::string dominant_class;  // the largest blocked class when dominant is blocked
   uint64_t user_samples = 0, kernel_samples = 0;
   std::vector<std::pair<std::string, uint64_t>> functions;  // sampled leaf functions
@@ -75,6 +76,11 @@ struct Breakdown {
     std::string doing;
   };
   std::vector<Waker> wakers;
+  struct Handoff {
+    ThreadName from, to;  // who passed the operation on, who took it up
+    uint64_t ns = 0;      // queued in between
+  };
+  std::vector<Handoff> handoffs;
   std::string sentence;
 
   double Share(uint64_t ns) const {
@@ -86,6 +92,9 @@ struct KindReport {
   RequestKind kind;
   uint64_t count = 0, total_ns = 0, p50_ns = 0, p90_ns = 0, p99_ns = 0, max_ns = 0;
   uint64_t unpaired_begins = 0, unpaired_ends = 0;
+  // Operations passed on and not taken up by the end of the trace: no
+  // duration, like a begin without its end.
+  uint64_t passed_not_taken = 0;
   // Events lost that could have been this kind's begins or ends (its
   // source's, or any kind's lost in the merge, the writer or the shipper):
   // then a begin may have been paired with a later call's end.
@@ -98,7 +107,8 @@ struct KindReport {
 struct RequestReport {
   RequestKind kind;
   std::vector<std::string> also;  // other requests of the same extent
-  ThreadName thread;
+  ThreadName thread;  // where it ended
+  std::optional<ThreadName> passed_from;  // where it began, when passed between threads
   uint64_t begin_ns = 0, duration_ns = 0;
   std::vector<int64_t> args;
   Breakdown breakdown;
@@ -150,12 +160,23 @@ class ReportModel {
   std::vector<StackShare> TopWaits(bool inside, size_t n) const;
 
  private:
+  // An operation's parts on the threads that passed it on.
+  struct Passed {
+    uint32_t kind = 0;
+    uint64_t begin_ns = 0;  // on the first thread
+    std::vector<int64_t> args;
+    uint32_t first_tid = 0, passer_tid = 0;
+    uint64_t passed_ns = 0;
+    Anatomy so_far;             // its evidence_count stays 0
+    bool evidence_cut = false;  // a part's evidence log was cut
+  };
   struct OpenRequest {
     uint32_t kind = 0;
     uint64_t key = 0;
     uint64_t begin_ns = 0;
     std::vector<int64_t> args;
     ThreadLedger::Mark mark;
+    std::unique_ptr<Passed> carried;  // an operation taken up from another thread
   };
   struct ThreadAccount {
     std::vector<OpenRequest> open;  // innermost last
@@ -171,11 +192,12 @@ class ReportModel {
     std::vector<std::unique_ptr<Anatomy>> by_bucket =
         std::vector<std::unique_ptr<Anatomy>>(LatencyHistogram::kBuckets);
     Anatomy over_threshold;               // with --slow
-    uint64_t unpaired_begins = 0, unpaired_ends = 0;
+    uint64_t unpaired_begins = 0, unpaired_ends = 0, passed_not_taken = 0;
   };
   struct Finished {
     uint32_t kind = 0;
     uint32_t tid = 0;
+    uint32_t first_tid = 0;  // where it began, when passed between threads
     uint64_t begin_ns = 0, duration_ns = 0;
     std::vector<int64_t> args;
     Anatomy anatomy;
@@ -190,6 +212,8 @@ class ReportModel {
   void Settle(uint32_t tid, ThreadAccount& account, uint64_t now);
   void Begin(const format::Record& record, const RequestMark& mark);
   void End(const format::Record& record, const RequestMark& mark);
+  // An operation passed on: kept until a thread binds its id again.
+  void Pass(const format::Record& record, ThreadAccount& account, OpenRequest request);
   bool Slowest(uint64_t duration_ns) const;  // would it join the slowest kept?
   uint64_t PairingLost(RequestSource source) const;
   void Keep(Finished finished);
@@ -198,6 +222,9 @@ class ReportModel {
   std::string WaitOf(uint64_t evidence);
   ThreadName NameOf(uint32_t tid) const;
   std::string Sentence(const Breakdown& b, std::string_view short_name) const;
+  // "; worker's CPU time: …": what the thread that took queued work up was
+  // busy with instead, over the window.
+  std::string TakerBusy(const ThreadName& taker) const;
 
   ReportOptions options_;
   StackProfile stacks_;
@@ -206,6 +233,7 @@ class ReportModel {
   std::vector<KindStats> kind_stats_;
   absl::flat_hash_map<uint32_t, ThreadAccount> accounts_;
   std::vector<Finished> finished_;  // the slowest, slowest first
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Passed>> passed_;  // by request key
   std::map<std::string, uint64_t> usdt_;
   // Samples of the wanted threads inside the window, by stack: the hot functions.
   absl::flat_hash_map<uint32_t, uint64_t> samples_by_stack_;

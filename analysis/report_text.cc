@@ -20,6 +20,7 @@ std::string Who(const ThreadName& who) {
 std::string Parts(const Breakdown& b, bool with_shares) {
   std::vector<std::pair<std::string, uint64_t>> parts = {{"on-CPU", b.on_cpu_ns},
                                                          {"run-queue", b.runq_ns},
+                                                         {"queued", b.queued_ns},
                                                          {"unaccounted", b.unaccounted_ns}};
   for (const auto& [wait, ns] : b.off_cpu_ns) parts.emplace_back(wait, ns);
   std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
@@ -55,6 +56,11 @@ void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
     const auto& w = b.wakers[i];
     out += fmt::format("{}woken by {} — ended {} of waiting{}\n", indent, Who(w.who), Ms(w.ns),
                        w.doing.empty() ? "" : ", while in " + w.doing);
+  }
+  for (size_t i = 0; i < b.handoffs.size() && i < 2; ++i) {
+    const auto& h = b.handoffs[i];
+    out += fmt::format("{}queued {} after {} passed it on, until {} took it up\n", indent, Ms(h.ns),
+                       Who(h.from), Who(h.to));
   }
   if (b.throttled_ns > 0) {
     out += fmt::format("{}throttled by its cgroup's CPU quota {} of the run-queue {}: runnable, not "
@@ -121,6 +127,10 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
       out += fmt::format("  unpaired: {} begun without an end, {} ended without a begin\n",
                          kind.unpaired_begins, kind.unpaired_ends);
     }
+    if (kind.passed_not_taken != 0) {
+      out += fmt::format("  {} passed on to another thread and not taken up in the trace (no duration)\n",
+                         kind.passed_not_taken);
+    }
     if (kind.pairing_lost != 0) {
       out += fmt::format("  approximate: {} events that could be its begins or ends were lost, so "
                          "some begins may be paired with later calls' ends (times too long)\n",
@@ -146,8 +156,10 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
     for (int64_t arg : request.args) args += fmt::format("{}{}", args.empty() ? " args " : ",", arg);
     std::string also;
     for (const std::string& other : request.also) also += (also.empty() ? "; also " : ", ") + other;
-    out += fmt::format("  {}. {} {} on {} at +{}{}{}\n", ++rank, Ms(request.duration_ns),
-                       request.kind.name, Who(request.thread),
+    const std::string from =
+        request.passed_from ? fmt::format(" (from {})", Who(*request.passed_from)) : "";
+    out += fmt::format("  {}. {} {} on {}{} at +{}{}{}\n", ++rank, Ms(request.duration_ns),
+                       request.kind.name, Who(request.thread), from,
                        Ms(request.begin_ns - model.first_ns()), args, also);
     out += fmt::format("       {}\n", Parts(request.breakdown, false));
     Evidence(out, request.breakdown, "       ");

@@ -130,6 +130,7 @@ RequestMark RequestKinds::Mark(const format::Record& record) {
           [&](const OperationBegin& begin) { mark = MarkOperation(begin); },
           [&](const OperationEnd& end) {
             mark = {RequestMark::kEnd, UINT32_MAX, end.operation_id | 1ull << 63};
+            mark.passes = end.passed;
           },
           [&](const UprobeEntry& entry) {
             if (!Returns(entry.probe)) return;

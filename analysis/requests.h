@@ -45,6 +45,8 @@ struct RequestMark {
   uint64_t key = 0;   // pairs a begin with its end on the thread
   std::span<const int64_t> args;  // a begin's: captured arguments
   uint64_t operation_id = 0;      // the shim operation it belongs to, 0 none
+  // An end that passes the operation on to the next thread that binds it.
+  bool passes = false;
 };
 
 class RequestKinds {

@@ -62,7 +62,11 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
 void ThreadLedger::AddSample(uint32_t stack, bool kernel, bool in_window) {
   Anatomy& totals = depth_ > 0 ? inside_ : outside_;
   if (in_window) ++(kernel ? totals.kernel_samples : totals.user_samples);
-  if (depth_ == 0) return;
+  if (depth_ == 0) {
+    // What a thread does between requests: where queued work waited for it.
+    if (in_window && stack != 0) outside_.samples.Add(stack, 1);
+    return;
+  }
   if (evidence_.size() >= kMaxEvidence) {
     ++cuts_;
     return;

@@ -84,6 +84,12 @@ int handle_shim_operation_end(struct pt_regs *ctx)
 }
 
 SEC("uprobe")
+int handle_shim_operation_pass(struct pt_regs *ctx)
+{
+	return emit_shim(ctx, LOUPE_REC_OPERATION_PASS);
+}
+
+SEC("uprobe")
 int handle_shim_thread_name(struct pt_regs *ctx)
 {
 	return emit_shim(ctx, LOUPE_REC_SHIM_THREAD_NAME);

@@ -30,6 +30,7 @@ enum loupe_record_type {
 	LOUPE_REC_UPROBE_ENTRY = 17, /* struct loupe_uprobe_event */
 	LOUPE_REC_UPROBE_RETURN = 18,
 	LOUPE_REC_SCHED_MIGRATE = 19, /* struct loupe_sched_migrate */
+	LOUPE_REC_OPERATION_PASS = 20, /* operation id: its end on this thread, not its end */
 };
 
 /* Where a wakeup came from; mirrors format::WakerContext. */

@@ -41,6 +41,7 @@ bpf_program* ProgramFor(loupe_probes* skel, probes::ProbeProgram program) {
     case ProbeProgram::kShimCounter: return skel->progs.handle_shim_counter;
     case ProbeProgram::kShimOperationBegin: return skel->progs.handle_shim_operation_begin;
     case ProbeProgram::kShimOperationEnd: return skel->progs.handle_shim_operation_end;
+    case ProbeProgram::kShimOperationPass: return skel->progs.handle_shim_operation_pass;
     case ProbeProgram::kShimThreadName: return skel->progs.handle_shim_thread_name;
     case ProbeProgram::kShimTrigger: return skel->progs.handle_shim_trigger;
     case ProbeProgram::kUsdt: return skel->progs.handle_usdt;

@@ -488,7 +488,7 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       return true;
     }
     case RecordKind::kOperationEnd:
-      record->payload = OperationEnd{Operation(c[0], record->tid)};
+      record->payload = OperationEnd{Operation(c[0], record->tid), c[1].Added(f) != 0};
       return true;
     case RecordKind::kLoss: {
       const uint64_t source = c[0].U(f);

@@ -160,7 +160,9 @@ struct BlockEncoder::PayloadEncoder {
     c[1].Put(e->InternString(r.name));
   }
   void operator()(const OperationEnd& r) {
-    PutOperation(&e->Group(RecordKind::kOperationEnd)[0], r.operation_id);
+    VarintColumn* c = e->Group(RecordKind::kOperationEnd);
+    PutOperation(&c[0], r.operation_id);
+    c[1].Put(r.passed);
   }
   void operator()(const Loss& r) {
     VarintColumn* c = e->Group(RecordKind::kLoss);

@@ -243,6 +243,9 @@ struct OperationBegin {
 };
 struct OperationEnd {
   uint64_t operation_id = 0;
+  // The thread's part ends, not the operation: another thread takes it up
+  // by binding the same id (loupe_operation_pass).
+  bool passed = false;
 };
 struct Loss {
   LossSource source = LossSource::kWriter;

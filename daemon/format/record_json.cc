@@ -185,7 +185,10 @@ struct PayloadJson {
   void operator()(const OperationBegin& r) {
     o.Num("operation_id", r.operation_id).Str("name", r.name);
   }
-  void operator()(const OperationEnd& r) { o.Num("operation_id", r.operation_id); }
+  void operator()(const OperationEnd& r) {
+    o.Num("operation_id", r.operation_id);
+    if (r.passed) o.Bool("passed", true);
+  }
   void operator()(const Loss& r) {
     o.Name("source", LossSourceName(r.source)).Name("reason", LossReasonName(r.reason));
     o.Num("count", r.count);

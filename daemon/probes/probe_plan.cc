@@ -18,13 +18,14 @@
 namespace loupe::probes {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, ProbeProgram>, 8> kShimProbes = {{
+constexpr std::array<std::pair<std::string_view, ProbeProgram>, 9> kShimProbes = {{
     {"span_begin", ProbeProgram::kShimSpanBegin},
     {"span_end", ProbeProgram::kShimSpanEnd},
     {"instant", ProbeProgram::kShimInstant},
     {"counter", ProbeProgram::kShimCounter},
     {"operation_begin", ProbeProgram::kShimOperationBegin},
     {"operation_end", ProbeProgram::kShimOperationEnd},
+    {"operation_pass", ProbeProgram::kShimOperationPass},
     {"thread_name", ProbeProgram::kShimThreadName},
     {"trigger", ProbeProgram::kShimTrigger},
 }};

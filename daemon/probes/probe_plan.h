@@ -24,6 +24,7 @@ enum class ProbeProgram {
   kShimCounter,
   kShimOperationBegin,
   kShimOperationEnd,
+  kShimOperationPass,
   kShimThreadName,
   kShimTrigger,
   kUsdt,

@@ -27,7 +27,8 @@ format::ValueType FieldType(uint32_t shim_type) {
 }  // namespace
 
 bool ProbeRecordDecoder::Handles(uint16_t type) {
-  return type >= LOUPE_REC_SPAN_BEGIN && type <= LOUPE_REC_UPROBE_RETURN;
+  return (type >= LOUPE_REC_SPAN_BEGIN && type <= LOUPE_REC_UPROBE_RETURN) ||
+         type == LOUPE_REC_OPERATION_PASS;
 }
 
 std::string_view ProbeRecordDecoder::NameAt(uint32_t tgid, uint64_t address) {
@@ -102,7 +103,9 @@ bool ProbeRecordDecoder::Decode(std::span<const uint8_t> bytes, OwnedEvent* even
       event->record.payload = format::OperationBegin{.operation_id = r.args[0]};
       return true;
     case LOUPE_REC_OPERATION_END:
-      event->record.payload = format::OperationEnd{.operation_id = r.args[0]};
+    case LOUPE_REC_OPERATION_PASS:
+      event->record.payload = format::OperationEnd{
+          .operation_id = r.args[0], .passed = header.type == LOUPE_REC_OPERATION_PASS};
       return true;
     case LOUPE_REC_SHIM_THREAD_NAME:
       if (std::optional<std::string> name =

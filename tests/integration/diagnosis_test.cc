@@ -250,9 +250,9 @@ const json* FindKind(const json& report, const RequestKind& kind) {
 
 void CheckPartsAddUp(const json& j, double total, const std::string& what) {
   const double parts = Number(j, "on_cpu_ns") + Number(j, "runqueue_ns") +
-                       Number(j, "unaccounted_ns") + SumOffCpu(j);
+                       Number(j, "queued_ns") + Number(j, "unaccounted_ns") + SumOffCpu(j);
   EXPECT_TRUE(Near(parts, total, 0.01, 0))
-      << what << ": on_cpu + runqueue + unaccounted + off_cpu = " << FormatMs(parts)
+      << what << ": on_cpu + runqueue + queued + unaccounted + off_cpu = " << FormatMs(parts)
       << ", but the total is " << FormatMs(total) << "\n"
       << Excerpt(j);
 }
@@ -629,6 +629,60 @@ TEST(DiagnosisTest, ConditionWaitsOutsideRequests) {
           << Excerpt(thread);
     }
   }
+}
+
+// One request is one operation bound on two threads: the acceptor reads it
+// and passes it on, the worker takes it up. The slow ones waited in the
+// queue while the worker flushed its log: queued between threads, the
+// worker's flush_log named, and each listed request whole — from the
+// acceptor's begin to the worker's end, its queued time the service's own.
+TEST(DiagnosisTest, QueuedBetweenThreads) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  Traced traced;
+  ASSERT_NO_FATAL_FAILURE(TraceService("handoff_service", &traced));
+  const RequestKind operation{"operation", "request"};
+  const json* kind = FindKind(traced.report, operation);
+  ASSERT_NE(kind, nullptr) << Excerpt(traced.report.value("request_kinds", json()));
+  EXPECT_EQ(Number(*kind, "count"), static_cast<double>(traced.truth.size()))
+      << "one request per id, not one per thread it was bound on\n" << Excerpt(*kind);
+  EXPECT_EQ(Number(*kind, "passed_not_taken"), 0) << Excerpt(*kind);
+  ASSERT_TRUE(kind->contains("slow")) << Excerpt(*kind);
+  const json& slow = (*kind)["slow"];
+  EXPECT_EQ(String(slow, "dominant"), "queued") << Excerpt(slow);
+  CheckPartsAddUp(slow, Number(slow, "total_ns"), "slow requests");
+  const json handoffs = slow.value("handoffs", json::array());
+  ASSERT_FALSE(handoffs.empty()) << Excerpt(slow);
+  EXPECT_EQ(String(handoffs[0].value("from", json()), "thread"), "acceptor") << Excerpt(handoffs);
+  EXPECT_EQ(String(handoffs[0].value("to", json()), "thread"), "worker") << Excerpt(handoffs);
+
+  int listed = 0;
+  for (const json& request : traced.report.value("slowest", json::array())) {
+    if (!operation.Lists(request)) continue;
+    ++listed;
+    const std::string where = "request " + request.value("args", json()).dump();
+    ASSERT_TRUE(request["args"].is_array() && !request["args"].empty()) << Excerpt(request);
+    const auto truth = traced.truth.find(request["args"][0].get<uint64_t>());
+    ASSERT_NE(truth, traced.truth.end()) << where << Excerpt(request);
+    const Truth& t = truth->second;
+    const double duration = Number(request, "duration_ns");
+    const double truth_duration = static_cast<double>(t.end_ns - t.begin_ns);
+    // The operation begins just before the service's clock and ends just after.
+    EXPECT_TRUE(duration >= truth_duration && duration <= truth_duration + 500e3)
+        << where << ": " << FormatMs(duration) << ", the service measured "
+        << FormatMs(truth_duration) << "\n" << Excerpt(request);
+    EXPECT_TRUE(Near(Number(request, "queued_ns"), static_cast<double>(t.cause_ns), 0.02, 300e3))
+        << where << ": queued " << FormatMs(Number(request, "queued_ns"))
+        << ", the service measured " << FormatMs(t.cause_ns) << " from pass to take-up\n"
+        << Excerpt(request);
+    EXPECT_GE(Number(request, "on_cpu_ns"), static_cast<double>(t.on_cpu_ns) - 300e3)
+        << where << ": on-CPU on both threads\n" << Excerpt(request);
+    CheckPartsAddUp(request, duration, where);
+    EXPECT_EQ(String(request.value("passed_from", json()), "thread"), "acceptor") << Excerpt(request);
+    EXPECT_EQ(String(request, "thread"), "worker") << Excerpt(request);
+  }
+  EXPECT_GT(listed, 0) << Excerpt(traced.report.value("slowest", json()), 3000);
+  EXPECT_NE(FirstLines(traced.text, 30).find("mostly in flush_log"), std::string::npos)
+      << FirstLines(traced.text, 40);
 }
 
 }  // namespace

@@ -81,6 +81,7 @@ LOUPE__SEMAPHORE(instant);
 LOUPE__SEMAPHORE(counter);
 LOUPE__SEMAPHORE(operation_begin);
 LOUPE__SEMAPHORE(operation_end);
+LOUPE__SEMAPHORE(operation_pass);
 LOUPE__SEMAPHORE(thread_name);
 LOUPE__SEMAPHORE(trigger);
 
@@ -159,6 +160,11 @@ LOUPE__EMITTER void loupe__emit_operation_end(uint64_t id)
 	LOUPE__PROBE(operation_end, "8@%%rdi", "D"(id));
 }
 
+LOUPE__EMITTER void loupe__emit_operation_pass(uint64_t id)
+{
+	LOUPE__PROBE(operation_pass, "8@%%rdi", "D"(id));
+}
+
 LOUPE__EMITTER void loupe__emit_thread_name(const char *name)
 {
 	LOUPE__PROBE(thread_name, "8@%%rdi", "D"(name));
@@ -223,6 +229,19 @@ static inline void loupe_operation_end(loupe_operation_t operation)
 	}
 }
 
+/* Ends this thread's part of the operation without ending the operation: it
+ * waits (in a queue, say) until a thread binds its id again with
+ * loupe_operation_begin, and that thread's part and the wait in between
+ * belong to the same request. */
+static inline void loupe_operation_pass(loupe_operation_t operation)
+{
+	if (operation.id != 0) {
+		loupe__current_operation = operation.outer;
+		if (LOUPE__ON(operation_pass))
+			loupe__emit_operation_pass(operation.id);
+	}
+}
+
 #define LOUPE__DEFINE_COUNTER(suffix, ctype, field_type, to_bits)                         \
 	static inline void loupe_counter_##suffix(const char *name, ctype value)          \
 	{                                                                                  \
@@ -255,6 +274,7 @@ static inline loupe_operation_t loupe_operation_begin(uint64_t id, const char *n
 	return operation;
 }
 static inline void loupe_operation_end(loupe_operation_t operation) { (void)operation; }
+static inline void loupe_operation_pass(loupe_operation_t operation) { (void)operation; }
 #define LOUPE__DEFINE_COUNTER(suffix, ctype, field_type, to_bits)                         \
 	static inline void loupe_counter_##suffix(const char *name, ctype value)          \
 	{                                                                                  \
@@ -385,6 +405,13 @@ class Operation {
  public:
 	Operation(uint64_t id, const char *name) : operation_(loupe_operation_begin(id, name)) {}
 	~Operation() { loupe_operation_end(operation_); }
+	// Hands the operation on (see loupe_operation_pass); the destructor
+	// then ends nothing.
+	void Pass()
+	{
+		loupe_operation_pass(operation_);
+		operation_.id = 0;
+	}
 	Operation(const Operation &) = delete;
 	Operation &operator=(const Operation &) = delete;
 

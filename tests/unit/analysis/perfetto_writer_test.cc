@@ -232,6 +232,31 @@ TEST(PerfettoWriterTest, RequestsBeyondTheLastLaneAreCounted) {
   EXPECT_EQ(trace.tracks.at(missing->track).name, "requests");
 }
 
+// Passed from the acceptor to a worker: one slice on one lane from the
+// first begin to the last end, with the pass and the take-up marked on it.
+TEST(PerfettoWriterTest, AnOperationPassedBetweenThreadsIsOneSlice) {
+  constexpr uint32_t kWorker = kHandler + 1;
+  std::vector<Record> records = {
+      {.time_ns = 1'000, .tid = kHandler, .payload = format::ThreadInfo{.pid = kPid, .name = "acceptor"}},
+      {.time_ns = 1'000, .tid = kWorker, .payload = format::ThreadInfo{.pid = kPid, .name = "worker"}},
+      {.time_ns = 2'000, .tid = kHandler, .payload = format::OperationBegin{7, "get"}},
+      {.time_ns = 3'000, .tid = kHandler, .payload = format::OperationEnd{.operation_id = 7, .passed = true}},
+      {.time_ns = 9'000, .tid = kWorker, .payload = format::OperationBegin{7, "get"}},
+      {.time_ns = 12'000, .tid = kWorker, .payload = format::OperationEnd{7}}};
+  const DecodedTrace trace = Export(records);
+  std::vector<std::pair<std::string, uint64_t>> on_lane;
+  for (const DecodedEvent& event : trace.events) {
+    if (!trace.tracks.at(event.track).name.starts_with("requests ")) continue;
+    on_lane.emplace_back(event.type == "TYPE_SLICE_END" ? "end" : event.name, event.time_ns);
+  }
+  const std::vector<std::pair<std::string, uint64_t>> expected = {
+      {"get", 2'000}, {"passed on", 3'000}, {"taken up", 9'000}, {"end", 12'000}};
+  EXPECT_EQ(on_lane, expected);
+  const DecodedEvent* taken = Named(trace, "taken up");
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(taken->args.at("tid"), std::to_string(kWorker));
+}
+
 // A uprobe call is written at its return, so an outer call begins before
 // the inner one written earlier on the same track: its begin is stamped on
 // one of the sequence's late clocks, and both calls keep their times.

@@ -85,7 +85,7 @@ const KindReport* KindNamed(const ReportModel& model, std::string_view name) {
 void ExpectPartsAddUp(const Breakdown& b) {
   uint64_t off = 0;
   for (const auto& [wait, ns] : b.off_cpu_ns) off += ns;
-  EXPECT_EQ(b.on_cpu_ns + b.runq_ns + b.unaccounted_ns + off, b.duration_ns);
+  EXPECT_EQ(b.on_cpu_ns + b.runq_ns + b.queued_ns + b.unaccounted_ns + off, b.duration_ns);
 }
 
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
@@ -387,6 +387,101 @@ TEST(ReportModelTest, AKindWhoseBeginsOrEndsMayBeLostSaysItsTimesAreApproximate)
   EXPECT_NE(text.find("approximate: 5 events that could be its begins or ends were lost"),
             std::string::npos) << text;
   EXPECT_EQ(text.find("approximate: 9"), std::string::npos) << text;
+}
+
+// An acceptor reads request 7 (1 µs on CPU) and passes it on; the worker,
+// busy until then, takes it up 17 µs later and handles it in 1 µs. One
+// request of 19 µs, from the acceptor's begin to the worker's end, most of
+// it queued between them.
+constexpr uint32_t kAcceptor = 21, kWorker = 22;
+
+void Handoff(ReportModel& model, bool taken_up) {
+  model.Add({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "server"}});
+  model.Add({.time_ns = 1'000, .tid = kAcceptor, .payload = format::ThreadInfo{.pid = kPid, .name = "acceptor"}});
+  model.Add({.time_ns = 1'000, .tid = kWorker, .payload = format::ThreadInfo{.pid = kPid, .name = "worker"}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kAcceptor, 0}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
+  model.Add({.time_ns = 2'000, .tid = kAcceptor, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kAcceptor,
+             .payload = format::OperationEnd{.operation_id = 7, .passed = true}});
+  if (taken_up) {
+    model.Add({.time_ns = 20'000, .tid = kWorker, .payload = format::OperationBegin{7, "request"}});
+    model.Add({.time_ns = 21'000, .tid = kWorker, .payload = format::OperationEnd{7}});
+  }
+  model.Finish();
+}
+
+TEST(ReportModelTest, AnOperationPassedBetweenThreadsIsOneRequestWithItsQueuedTime) {
+  ReportModel model({});
+  Handoff(model, true);
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  EXPECT_EQ(operation->count, 1u);
+  EXPECT_EQ(operation->max_ns, 19'000u);
+  const Breakdown& slow = operation->slow;
+  EXPECT_EQ(slow.duration_ns, 19'000u);
+  EXPECT_EQ(slow.on_cpu_ns, 2'000u);  // 1 µs on each thread
+  EXPECT_EQ(slow.queued_ns, 17'000u);
+  EXPECT_EQ(slow.unaccounted_ns, 0u);
+  ExpectPartsAddUp(slow);
+  EXPECT_EQ(slow.dominant, "queued");
+  ASSERT_EQ(slow.handoffs.size(), 1u);
+  EXPECT_EQ(slow.handoffs[0].from.thread, "acceptor");
+  EXPECT_EQ(slow.handoffs[0].to.thread, "worker");
+  EXPECT_EQ(slow.handoffs[0].ns, 17'000u);
+  EXPECT_EQ(slow.sentence,
+            "slow request: 89 % queued between threads, passed on by acceptor and waiting for "
+            "worker to take it up; worker's CPU time: 0.019 ms outside requests, 0.001 ms in them");
+
+  ASSERT_EQ(model.slowest().size(), 1u);
+  const RequestReport& request = model.slowest()[0];
+  EXPECT_EQ(request.thread.thread, "worker");
+  ASSERT_TRUE(request.passed_from.has_value());
+  EXPECT_EQ(request.passed_from->thread, "acceptor");
+  EXPECT_EQ(request.begin_ns, 2'000u);
+  EXPECT_EQ(request.args, std::vector<int64_t>{7});
+  ExpectPartsAddUp(request.breakdown);
+
+  const std::string text = ReportText(model, {});
+  EXPECT_NE(text.find("queued 0.017 ms after acceptor (tid 21, server) passed it on, until worker "
+                      "(tid 22, server) took it up"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("on worker (tid 22, server) (from acceptor (tid 21, server))"),
+            std::string::npos) << text;
+  const std::string json = ReportJson(model, {});
+  EXPECT_NE(json.find("\"queued_ns\":17000"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"passed_from\":{\"tid\":21"), std::string::npos) << json;
+}
+
+// Passed on and never taken up: no duration to report, and said so.
+TEST(ReportModelTest, AnOperationPassedOnAndNeverTakenUpIsCountedNotTimed) {
+  ReportModel model({});
+  Handoff(model, false);
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  EXPECT_EQ(operation->count, 0u);
+  EXPECT_EQ(operation->passed_not_taken, 1u);
+  EXPECT_EQ(operation->unpaired_begins, 0u);
+  EXPECT_NE(ReportText(model, {}).find("1 passed on to another thread and not taken up"),
+            std::string::npos);
+}
+
+// Without a pass, the same id bound on two threads is two requests: ids are
+// often reused (a connection's fd), and nothing says the two are one.
+TEST(ReportModelTest, AnIdBoundOnTwoThreadsWithoutAPassIsTwoRequests) {
+  ReportModel model({});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kAcceptor, 0}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
+  model.Add({.time_ns = 2'000, .tid = kAcceptor, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kAcceptor, .payload = format::OperationEnd{7}});
+  model.Add({.time_ns = 20'000, .tid = kWorker, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 21'000, .tid = kWorker, .payload = format::OperationEnd{7}});
+  model.Finish();
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  EXPECT_EQ(operation->count, 2u);
+  EXPECT_EQ(operation->max_ns, 1'000u);
+  EXPECT_EQ(operation->slow.queued_ns, 0u);
 }
 
 }  // namespace

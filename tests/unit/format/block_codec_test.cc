@@ -175,6 +175,7 @@ TEST(BlockCodecTest, PredictedFieldsRoundTripAtTheirLimits) {
     add(tid, 3, CpuSample{.operation_id = 2});
     add(tid, 3, OperationEnd{0});
     add(tid, 3, OperationEnd{kMax});
+    add(tid, 3, OperationEnd{.operation_id = 4, .passed = true});
     add(tid, 5000, SchedSwitch{.next_tid = tid, .prev_state = 1});  // a cpu beyond the tables
     // Coding 3: cpus against the event before, wakeup targets against the
     // waker's cpu.
