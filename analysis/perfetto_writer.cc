@@ -255,6 +255,9 @@ void PerfettoWriter::BeginRequest(const format::Record& record,
     }
     return;
   }
+  // Taken up, but its first part was not drawn (every lane busy, or begun
+  // before the trace): neither is the rest.
+  if (passed_.erase(begin.operation_id) != 0) return;
   auto free = std::find(lane_busy_.begin(), lane_busy_.end(), false);
   if (free == lane_busy_.end()) {
     if (lane_busy_.size() == kMaxLanes) {
@@ -275,14 +278,14 @@ void PerfettoWriter::BeginRequest(const format::Record& record,
 
 void PerfettoWriter::EndRequest(const format::Record& record, const format::OperationEnd& end) {
   auto it = request_lanes_.find(end.operation_id);
-  if (it == request_lanes_.end()) return;  // not drawn, or begun before the trace
   if (end.passed) {
     // The request goes on, on whichever thread takes it up: its slice too.
     passed_.insert(end.operation_id);
-    RequestMoment(it->second, record, "passed on");
+    if (it != request_lanes_.end()) RequestMoment(it->second, record, "passed on");
     return;
   }
   passed_.erase(end.operation_id);
+  if (it == request_lanes_.end()) return;  // not drawn, or begun before the trace
   EndSlice(RequestLane(it->second), record.time_ns);
   lane_busy_[it->second] = false;
   request_lanes_.erase(it);

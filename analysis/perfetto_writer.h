@@ -134,7 +134,7 @@ class PerfettoWriter {
   // Requests drawn, by operation id -> lane; lane_busy_[i]: lane i + 1 holds one.
   absl::flat_hash_map<uint64_t, size_t> request_lanes_;
   std::vector<bool> lane_busy_;
-  absl::flat_hash_set<uint64_t> passed_;  // operations passed on, not yet taken up
+  absl::flat_hash_set<uint64_t> passed_;  // operations passed on, drawn or not, not yet taken up
   uint64_t requests_not_drawn_ = 0;
 };
 

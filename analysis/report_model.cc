@@ -58,6 +58,10 @@ ThreadName ReportModel::NameOf(uint32_t tid) const {
   return name;
 }
 
+bool ReportModel::TakesUp(const RequestMark& mark) const {
+  return kinds_.kinds()[mark.kind].source == RequestSource::kOperation && passed_.contains(mark.key);
+}
+
 bool ReportModel::Wanted(const format::Record& record, const RequestMark& mark) const {
   if (options_.pid && stacks_.threads().PidOf(record.tid) != *options_.pid) return false;
   if (!InWindow(record.time_ns)) return false;
@@ -91,7 +95,9 @@ void ReportModel::Add(const format::Record& record) {
   timeline_.Add(record, stack);
   const RequestMark mark = kinds_.Mark(record);
   if (mark.type == RequestMark::kBegin) {
-    if (Wanted(record, mark)) Begin(record, mark);
+    // A take-up goes on with a request its first begin made wanted, even
+    // past --until: the ones that queued longest would be lost otherwise.
+    if (Wanted(record, mark) || TakesUp(mark)) Begin(record, mark);
   } else if (mark.type == RequestMark::kEnd) {
     End(record, mark);
   }
@@ -221,6 +227,13 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
   };
   if (it == accounts_.end() ||
       std::find_if(it->second.open.begin(), it->second.open.end(), matches) == it->second.open.end()) {
+    if (auto stale = passed_.find(mark.key); stale != passed_.end()) {
+      // Passed on, then ended where no take-up began (its begin lost): left
+      // waiting, the pass would join a later request that reuses the id.
+      ++kind_stats_[stale->second->kind].passed_not_taken;
+      passed_.erase(stale);
+      return;
+    }
     // Begun before the trace, its begin lost, or filtered out.
     if (!Wanted(record, mark)) return;
     if (mark.kind == UINT32_MAX) {
@@ -256,9 +269,11 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
     into->count += 1;
     into->duration_ns += duration;
     const uint64_t whole = into->evidence_count;
-    if (carried) into->Merge(carried->so_far, evidence);
+    // Times always; evidence only where every thread's part kept it all.
+    const bool cut = carried && carried->evidence_cut;
+    if (carried) into->Merge(carried->so_far, evidence && !cut);
     account.ledger.AddSince(request.mark, into, evidence);
-    if (carried && carried->evidence_cut) into->evidence_count = whole;
+    if (cut) into->evidence_count = whole;
   };
   if (options_.slow_ns) {
     if (duration >= *options_.slow_ns) add_to(&stats.over_threshold, true);
@@ -559,7 +574,7 @@ void ReportModel::Finish() {
     const Finished& f = finished_[i];
     RequestReport report{kinds_.kinds()[f.kind], {}, NameOf(f.tid), std::nullopt,
                          f.begin_ns,             f.duration_ns, f.args};
-    if (f.first_tid != 0) report.passed_from = NameOf(f.first_tid);
+    if (f.first_tid != 0 && f.first_tid != f.tid) report.passed_from = NameOf(f.first_tid);
     const uint64_t slack = std::max<uint64_t>(f.duration_ns / 100, 1000);
     for (size_t j = i + 1; j < finished_.size(); ++j) {
       const Finished& g = finished_[j];

@@ -204,6 +204,8 @@ class ReportModel {
   };
 
   bool Wanted(const format::Record& record, const RequestMark& mark) const;
+  // Whether a begin takes up an operation another thread passed on.
+  bool TakesUp(const RequestMark& mark) const;
   void OnInterval(const StateInterval& interval);
   void AddSample(const format::Record& record, uint32_t stack, const format::CpuSample& sample);
   // Whether `time_ns` is inside --since/--until; how much of [begin_ns, end_ns] is.

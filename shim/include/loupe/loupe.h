@@ -232,13 +232,18 @@ static inline void loupe_operation_end(loupe_operation_t operation)
 /* Ends this thread's part of the operation without ending the operation: it
  * waits (in a queue, say) until a thread binds its id again with
  * loupe_operation_begin, and that thread's part and the wait in between
- * belong to the same request. */
+ * belong to the same request. Pass before the operation can reach the next
+ * thread (before the push onto the queue): a thread that binds the id
+ * first begins a request of its own. */
 static inline void loupe_operation_pass(loupe_operation_t operation)
 {
 	if (operation.id != 0) {
 		loupe__current_operation = operation.outer;
 		if (LOUPE__ON(operation_pass))
 			loupe__emit_operation_pass(operation.id);
+		else if (LOUPE__ON(operation_end))
+			/* A louped that predates passes: end the part at least. */
+			loupe__emit_operation_end(operation.id);
 	}
 }
 

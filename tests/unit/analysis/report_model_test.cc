@@ -466,6 +466,38 @@ TEST(ReportModelTest, AnOperationPassedOnAndNeverTakenUpIsCountedNotTimed) {
             std::string::npos);
 }
 
+// Begun inside --until, taken up after it: still one whole request.
+TEST(ReportModelTest, ATakeUpPastTheWindowStillEndsTheRequest) {
+  ReportModel model({.until_ns = 10'000});  // from the first event, at 1 µs
+  Handoff(model, true);
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  EXPECT_EQ(operation->count, 1u);
+  EXPECT_EQ(operation->passed_not_taken, 0u);
+  EXPECT_EQ(operation->slow.queued_ns, 17'000u);
+}
+
+// The take-up's begin was lost: its end finds the pass waiting, which goes
+// (counted), so that a later request reusing the id is not joined to it.
+TEST(ReportModelTest, AnEndWithoutItsTakeUpDropsThePass) {
+  ReportModel model({});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kAcceptor, 0}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
+  model.Add({.time_ns = 2'000, .tid = kAcceptor, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kAcceptor,
+             .payload = format::OperationEnd{.operation_id = 7, .passed = true}});
+  model.Add({.time_ns = 21'000, .tid = kWorker, .payload = format::OperationEnd{7}});
+  model.Add({.time_ns = 90'000, .tid = kWorker, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 91'000, .tid = kWorker, .payload = format::OperationEnd{7}});
+  model.Finish();
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  EXPECT_EQ(operation->passed_not_taken, 1u);
+  EXPECT_EQ(operation->count, 1u);
+  EXPECT_EQ(operation->max_ns, 1'000u);
+  EXPECT_EQ(operation->slow.queued_ns, 0u);
+}
+
 // Without a pass, the same id bound on two threads is two requests: ids are
 // often reused (a connection's fd), and nothing says the two are one.
 TEST(ReportModelTest, AnIdBoundOnTwoThreadsWithoutAPassIsTwoRequests) {
