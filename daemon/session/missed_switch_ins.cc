@@ -48,8 +48,13 @@ bool MissedSwitchIns::Observe(const OwnedEvent& event) {
     // all reported, and it cannot have handed over a CPU it was not on.
     if (out != switched_out_.end() && ran != 0 && record.time_ns - out->second.time_ns > ran &&
         !is_target_(cpu.tgid)) {
-      // The two clocks agree to a few microseconds: never after what it ran.
-      inferred_ = {.time_ns = std::min(record.time_ns - ran, out->second.first_run_ns),
+      // The two clocks agree to a few microseconds: never after what it
+      // ran, nor at the same time — equal times leave the reorder buffer in
+      // arrival order, which would put that record before its switch-in
+      // and the wait before it inside whatever the record began.
+      const uint64_t before_first_run =
+          out->second.first_run_ns == UINT64_MAX ? UINT64_MAX : out->second.first_run_ns - 1;
+      inferred_ = {.time_ns = std::min(record.time_ns - ran, before_first_run),
                    .cpu = record.cpu,
                    .from = cpu,
                    .to = {.tid = record.tid, .tgid = event.prev_tgid}};

@@ -26,7 +26,7 @@ class MissedSwitchIns {
   // Every event, in the order drained (a thread's own records are in order
   // there). True when `event` switches a target out a second time with no
   // switch-in since: the missing switch-in, at inferred_time_ns() (before
-  // `event`'s, and before any record the thread ran meanwhile), is then to
+  // `event`'s, and strictly before any record the thread ran meanwhile), is then to
   // be taken with TakeInferred.
   bool Observe(const OwnedEvent& event);
   uint64_t inferred_time_ns() const { return inferred_.time_ns; }
