@@ -582,6 +582,21 @@ TEST(DiagnosisTest, MajorPageFaults) {
                  &traced);
 }
 
+// One request in eight makes a journal durable: its time is the disk's,
+// through fdatasync in checkpoint_journal, and the rest writing the
+// checkpoint into the page cache (on CPU): the dominant part follows the
+// service's own split.
+TEST(DiagnosisTest, DiskWaitInFdatasync) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  Traced traced;
+  CheckDiagnosis({.service = "fsync_service",
+                  .dominant_class = "block_io",
+                  .evidence = "checkpoint_journal",
+                  .cause_class = "block_io",
+                  .culprit_text = "checkpoint_journal"},
+                 &traced);
+}
+
 // Idle workers wait on a condition variable between requests: that is a
 // condition wait, not lock contention, and it is not in the requests.
 TEST(DiagnosisTest, ConditionWaitsOutsideRequests) {
