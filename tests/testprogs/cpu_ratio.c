@@ -36,14 +36,20 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	testprog_wait_line();
 	double in_a = 0, in_b = 0;
+	unsigned long jitter = 12345;
 
 	for (double end = now(CLOCK_MONOTONIC) + seconds; now(CLOCK_MONOTONIC) < end;) {
+		/* Lengths that vary round to round: a loop of one fixed period
+		 * can lock onto the sampling clock's and show it the same phase
+		 * again and again. */
+		jitter = jitter * 6364136223846793005ul + 1442695040888963407ul;
+		unsigned long spread = (jitter >> 33) % 100000;
 		double t0 = now(CLOCK_THREAD_CPUTIME_ID);
 
-		hot_a(300000);
+		hot_a(250000 + spread);
 		double t1 = now(CLOCK_THREAD_CPUTIME_ID);
 
-		hot_b(100000);
+		hot_b(50000 + spread);
 		in_a += t1 - t0;
 		in_b += now(CLOCK_THREAD_CPUTIME_ID) - t1;
 	}
