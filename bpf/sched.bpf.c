@@ -150,15 +150,17 @@ static __always_inline __u32 ran_since_arrival(struct task_struct *prev)
 	return (__u32)(now - arrived);
 }
 
+/* The fair class's policies (uapi/linux/sched.h): only their tasks have a
+ * CPU quota to wait for. */
+#define LOUPE_SCHED_NORMAL 0
+#define LOUPE_SCHED_BATCH 3
+#define LOUPE_SCHED_IDLE 5
+
 /* Whether a preempted `task` may not run again until its cgroup's CPU quota
  * (CFS bandwidth) refills, however idle its CPU: from 6.18 the kernel
  * throttles each task of a group over quota on its way back to user space
  * (task->throttled); before, the group's run queue stays throttled with its
  * tasks on it (a nonzero throttle_count up the hierarchy). */
-#define LOUPE_SCHED_NORMAL 0
-#define LOUPE_SCHED_BATCH 3
-#define LOUPE_SCHED_IDLE 5
-
 static __always_inline bool quota_throttled(struct task_struct *task)
 {
 	__u32 policy;
