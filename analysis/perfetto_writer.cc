@@ -280,8 +280,12 @@ void PerfettoWriter::EndRequest(const format::Record& record, const format::Oper
   auto it = request_lanes_.find(end.operation_id);
   if (end.passed) {
     // The request goes on, on whichever thread takes it up: its slice too.
-    passed_.insert(end.operation_id);
-    if (it != request_lanes_.end()) RequestMoment(it->second, record, "passed on");
+    if (it != request_lanes_.end()) {
+      passed_.insert(end.operation_id);
+      RequestMoment(it->second, record, "passed on");
+    } else if (passed_.size() < kMaxLanes + kMaxUndrawnPasses) {
+      passed_.insert(end.operation_id);
+    }
     return;
   }
   passed_.erase(end.operation_id);

@@ -47,6 +47,10 @@ class PerfettoWriter {
  public:
   // At most this many request lanes; requests beyond are counted, not drawn.
   static constexpr size_t kMaxLanes = 32;
+  // Undrawn requests passed on and not yet taken up, remembered at once (the
+  // drawn ones are at most kMaxLanes): past this a take-up may be drawn from
+  // its own begin, as a request of its own.
+  static constexpr size_t kMaxUndrawnPasses = 1 << 16;
 
   // `stacks` names stack frames (fed every symbol table beforehand); the
   // writer interns the trace's stacks into it as they stream by.
