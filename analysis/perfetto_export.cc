@@ -7,7 +7,7 @@
 namespace loupe::analysis {
 
 absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::TraceReader& trace,
-                            std::ostream& out) {
+                            PerfettoCompression compression, std::ostream& out) {
   absl::StatusOr<std::vector<std::string>> files = format::ExpandSegmentPaths(paths);
   if (!files.ok()) return files.status();
   StackProfile names;
@@ -22,7 +22,7 @@ absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::Trace
       realtime = segment->header.clock().realtime_ns();
     }
   }
-  PerfettoWriter writer(out, names);
+  PerfettoWriter writer(out, compression, names);
   writer.Start(monotonic, realtime);
   format::Record record;
   while (trace.Next(&record)) writer.Add(record);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "analysis/perfetto_stream.h"
 #include "daemon/format/trace_reader.h"
 
 namespace loupe::analysis {
@@ -17,7 +18,7 @@ namespace loupe::analysis {
 // their events (each table comes after its events); then the records stream
 // out as packets.
 absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::TraceReader& trace,
-                            std::ostream& out);
+                            PerfettoCompression compression, std::ostream& out);
 
 }  // namespace loupe::analysis
 

@@ -12,10 +12,25 @@ uint64_t PerfettoStream::Id(Strings table, std::string_view text) {
   return id;
 }
 
-void PerfettoStream::Flush() {
+PerfettoStream::PerfettoStream(std::ostream& out, PerfettoCompression compression)
+    : out_(out),
+      deflate_(compression == PerfettoCompression::kDeflate ? std::make_unique<PerfettoDeflate>(out)
+                                                            : nullptr),
+      batch_bytes_(deflate_ ? PerfettoDeflate::kBatchBytes : size_t{1} << 20) {}
+
+void PerfettoStream::Pass() {
+  if (deflate_) {
+    deflate_->Write(pending_);
+    return;
+  }
   out_.write(pending_.data(), static_cast<std::streamsize>(pending_.size()));
   bytes_written_ += pending_.size();
   pending_.clear();
+}
+
+void PerfettoStream::Flush() {
+  Pass();
+  if (deflate_) deflate_->Flush();
 }
 
 }  // namespace loupe::analysis

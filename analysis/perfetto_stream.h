@@ -10,14 +10,20 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "analysis/perfetto_deflate.h"
 
 namespace loupe::analysis {
+
+// How packets reach the output: as they are, or in deflated batches
+// (analysis/perfetto_deflate.h).
+enum class PerfettoCompression : uint8_t { kNone, kDeflate };
 
 class PerfettoStream {
  public:
@@ -33,7 +39,7 @@ class PerfettoStream {
     kCount
   };
 
-  explicit PerfettoStream(std::ostream& out) : out_(out) {}
+  PerfettoStream(std::ostream& out, PerfettoCompression compression);
   ~PerfettoStream() { Flush(); }
 
   // The id of `text` in `table`, for every sequence.
@@ -45,20 +51,27 @@ class PerfettoStream {
   // A new sequence's trusted_packet_sequence_id.
   uint32_t NewSequence() { return ++sequences_; }
 
-  // Packets are appended here, then Written() (flushed once a batch is full).
+  // Packets are appended here, then Written() (passed on once a batch is full).
   std::string& pending() { return pending_; }
   void Written() {
-    if (pending_.size() >= kFlushBytes) Flush();
+    if (pending_.size() >= batch_bytes_) Pass();
   }
+  // Everything appended, written to the output.
   void Flush();
 
-  uint64_t bytes_written() const { return bytes_written_ + pending_.size(); }
+  // Exact after Flush; until then, pending packets count uncompressed.
+  uint64_t bytes_written() const {
+    return (deflate_ ? deflate_->bytes_written() : bytes_written_) + pending_.size();
+  }
 
  private:
-  static constexpr size_t kFlushBytes = 1 << 20;
   static constexpr size_t kTables = static_cast<size_t>(Strings::kCount);
 
+  void Pass();  // the pending batch, to the output or the compressor
+
   std::ostream& out_;
+  const std::unique_ptr<PerfettoDeflate> deflate_;  // null: not compressed
+  const size_t batch_bytes_;
   std::string pending_;
   uint64_t bytes_written_ = 0;
   uint32_t sequences_ = 0;

@@ -33,8 +33,9 @@ std::string StackLine(const std::vector<NamedFrame>& frames) {
 
 }  // namespace
 
-PerfettoWriter::PerfettoWriter(std::ostream& out, StackProfile& stacks)
-    : stream_(out),
+PerfettoWriter::PerfettoWriter(std::ostream& out, PerfettoCompression compression,
+                               StackProfile& stacks)
+    : stream_(out, compression),
       sequence_(stream_),
       stacks_(stacks),
       callstacks_(sequence_, stacks),

@@ -14,6 +14,7 @@
 //   - requests (shim operations) on a bounded set of lanes under "requests";
 //   - CPU samples as perf samples with interned callstacks;
 //   - a clock snapshot (monotonic as the trace clock, and realtime).
+// Deflated in batches or not (analysis/perfetto_deflate.h).
 // Packet sequences (analysis/perfetto_sequence.h) carry it, one for each
 // track's events and one for the rest, with names, annotation names,
 // bounded annotation values and stacks interned and timestamps
@@ -54,7 +55,7 @@ class PerfettoWriter {
 
   // `stacks` names stack frames (fed every symbol table beforehand); the
   // writer interns the trace's stacks into it as they stream by.
-  PerfettoWriter(std::ostream& out, StackProfile& stacks);
+  PerfettoWriter(std::ostream& out, PerfettoCompression compression, StackProfile& stacks);
 
   // Before the first Add: the clocks at one instant.
   void Start(uint64_t monotonic_ns, uint64_t realtime_ns);
@@ -64,7 +65,7 @@ class PerfettoWriter {
   // Everything is written to the stream by then.
   void Finish();
 
-  uint64_t bytes_written() const { return stream_.bytes_written(); }
+  uint64_t bytes_written() const { return stream_.bytes_written(); }  // exact after Finish
 
  private:
   // Track uuids are dense (small varints); a kind and an id name a track.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <variant>
+#include <vector>
 
 #include "daemon/base/overloaded.h"
 
@@ -331,7 +332,14 @@ uint32_t ThreadTimeline::Doing(const Track& waker, uint64_t begin, uint64_t end)
 }
 
 void ThreadTimeline::Finish(uint64_t end_ns) {
-  for (auto& [tid, track] : threads_) {
+  // In tid order, so that what is emitted last does not depend on the hash
+  // map's layout: exports of one trace are then the same bytes every time.
+  std::vector<uint32_t> tids;
+  tids.reserve(threads_.size());
+  for (const auto& entry : threads_) tids.push_back(entry.first);
+  std::sort(tids.begin(), tids.end());
+  for (const uint32_t tid : tids) {
+    Track& track = threads_.at(tid);
     Flush(tid);
     if (end_ns < track.since) continue;
     switch (track.state) {

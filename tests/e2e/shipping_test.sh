@@ -109,6 +109,11 @@ C report --session plain --since 10m > "$work/plain.report" || fail "report --co
 grep -q "loupe-demo-app" "$work/plain.report" || fail "report --collector: $(cat "$work/plain.report")"
 C export --session plain --format json -o "$work/plain.jsonl" || fail "export --collector failed"
 [ -s "$work/plain.jsonl" ] || fail "export --collector wrote nothing"
+# The fetched segments' symbol tables name the stacks (libc's usleep, under
+# which the demo's workers sleep).
+C export --session plain --format perfetto --compress none -o "$work/plain.pftrace" \
+  || fail "export --collector --format perfetto failed"
+grep -aq usleep "$work/plain.pftrace" || fail "export --collector --format perfetto: stacks not named"
 stop_louped
 echo "shipping: exactly once, same digest, local copies released"
 

@@ -51,10 +51,23 @@ go tool pprof -top "$work/cpu.pb.gz" > "$work/pprof.out" 2>&1 || fail "go tool p
 top=$(awk '/flat%/{getline; print $6; exit}' "$work/pprof.out")
 [ "$top" = "mix" ] || fail "pprof's top function is '$top': $(head -12 "$work/pprof.out")"
 
-"$tracectl" export --format perfetto "$work/trace" -o "$work/trace.pftrace"
+# Uncompressed, for protoc to read the packets; the default, deflated,
+# must inflate to the same bytes in Perfetto's compressed_packets form.
+"$tracectl" export --format perfetto --compress none "$work/trace" -o "$work/trace.pftrace"
+"$tracectl" export --format perfetto "$work/trace" -o "$work/deflated.pftrace"
 protoc --decode=perfetto.protos.Trace -I "$source/tests/fixtures/perfetto" \
   "$source/tests/fixtures/perfetto/perfetto_trace.proto" \
   < "$work/trace.pftrace" > "$work/perfetto.txt" || fail "the Perfetto trace does not decode"
+python3 "$source/tests/e2e/perfetto_inflate.py" < "$work/deflated.pftrace" > "$work/inflated.pftrace" \
+  || fail "the deflated Perfetto trace does not inflate"
+cmp -s "$work/inflated.pftrace" "$work/trace.pftrace" \
+  || fail "the deflated export inflates to other packets than --compress none writes"
+[ "$(stat -c %s "$work/deflated.pftrace")" -lt "$(( $(stat -c %s "$work/trace.pftrace") / 2 ))" ] \
+  || fail "deflated: $(stat -c %s "$work/deflated.pftrace") bytes, uncompressed $(stat -c %s "$work/trace.pftrace")"
+"$tracectl" export --format json --compress none "$work/trace" -o "$work/x.json" 2> "$work/compress.err" \
+  && fail "--compress was taken with --format json"
+grep -q "\-\-compress applies to --format perfetto, not json" "$work/compress.err" \
+  || fail "--compress with json: $(cat "$work/compress.err")"
 perf_samples=$(grep -c '^  perf_sample {' "$work/perfetto.txt" || true)
 [ "$perf_samples" = "$samples" ] || fail "$perf_samples perf samples for $samples CPU samples"
 grep -q 'str: "mix"' "$work/perfetto.txt" || fail "mix is not an interned function name"

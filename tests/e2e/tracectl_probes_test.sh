@@ -44,7 +44,7 @@ grep -q "shim/string_truncated" "$work/embedded.verify" \
   || fail "the cut strings are not reported: $(cat "$work/embedded.verify")"
 # In Perfetto: the named thread, its spans, the counter track, the
 # operations on request lanes, the uprobe latency slices.
-"$tracectl" export --format perfetto "$work/embedded" -o "$work/shim.pftrace"
+"$tracectl" export --format perfetto --compress none "$work/embedded" -o "$work/shim.pftrace"
 protoc --decode=loupe.perfetto.Trace -I "$source/proto" "$source/proto/perfetto/trace.proto" \
   < "$work/shim.pftrace" > "$work/shim.perfetto" || fail "the Perfetto trace does not decode"
 for expected in 'thread_name: "worker-0"' 'name: "handle"' 'name: "depth"' \

@@ -85,9 +85,10 @@ absl::Status ExportFolded(const StackProfile& profile, bool off_cpu, const std::
 }
 
 absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::TraceReader& trace,
-                            const std::string& path) {
+                            analysis::PerfettoCompression compression, const std::string& path) {
   Output output(path);
-  if (absl::Status status = analysis::ExportPerfetto(paths, trace, output.stream()); !status.ok()) {
+  if (absl::Status status = analysis::ExportPerfetto(paths, trace, compression, output.stream());
+      !status.ok()) {
     return status;
   }
   return output.Close(path);
@@ -111,9 +112,17 @@ void AddExportCommand(CLI::App& app, ExportOptions& options) {
                    "folded: cpu (sample counts) or offcpu (microseconds off CPU)")
       ->check(CLI::IsMember({"cpu", "offcpu"}))
       ->capture_default_str();
+  command
+      ->add_option("--compress", options.compress,
+                   "perfetto: deflate (default; Perfetto inflates it as it loads) or none")
+      ->check(CLI::IsMember({"deflate", "none"}));
 }
 
 int RunExport(const ExportOptions& options) {
+  if (!options.compress.empty() && options.format != "perfetto") {
+    return Fail(absl::InvalidArgumentError(
+        fmt::format("--compress applies to --format perfetto, not {}", options.format)));
+  }
   std::unique_ptr<FetchedSegments> fetched;
   absl::StatusOr<std::vector<std::string>> sources =
       ResolveSources(options.paths, options.collector, &fetched);
@@ -126,7 +135,10 @@ int RunExport(const ExportOptions& options) {
   }
   absl::Status status;
   if (options.format == "perfetto") {
-    status = ExportPerfetto(options.paths, **trace, options.output);
+    status = ExportPerfetto(*sources, **trace,
+                            options.compress == "none" ? analysis::PerfettoCompression::kNone
+                                                       : analysis::PerfettoCompression::kDeflate,
+                            options.output);
   } else if (options.format == "json") {
     status = ExportJson(**trace, options.output);
   } else {

@@ -1,4 +1,4 @@
-// `tracectl export --format json|folded|pprof PATH... -o OUT`
+// `tracectl export --format perfetto|json|folded|pprof PATH... -o OUT`
 #ifndef LOUPE_TOOLS_TRACECTL_EXPORT_H_
 #define LOUPE_TOOLS_TRACECTL_EXPORT_H_
 
@@ -16,6 +16,7 @@ struct ExportOptions {
   CollectorQuery collector;
   std::string output;
   std::string stacks = "cpu";  // folded: "cpu" (samples) or "offcpu" (microseconds blocked)
+  std::string compress;        // perfetto: "deflate" (when empty) or "none"
 };
 
 void AddExportCommand(CLI::App& app, ExportOptions& options);

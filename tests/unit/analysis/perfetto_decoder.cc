@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <google/protobuf/compiler/importer.h>
 #include <google/protobuf/dynamic_message.h>
+#include <zlib.h>
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "daemon/format/wire.h"
@@ -381,6 +383,73 @@ class Replay {
   Sequence* seq_ = nullptr;  // the current packet's
 };
 
+void DecodeCompressed(const Message& packet, size_t packet_bytes, bool nested,
+                      const Schema& schema, DecodedTrace& decoded, Replay& replay);
+
+// A zlib stream whole, as Perfetto's trace processor inflates a
+// compressed_packets field; nullopt if it is not one.
+std::optional<std::string> Inflate(std::string_view deflated) {
+  z_stream stream{};
+  if (inflateInit(&stream) != Z_OK) return std::nullopt;
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(deflated.data()));
+  stream.avail_in = static_cast<uInt>(deflated.size());
+  std::string inflated;
+  int result = Z_OK;
+  while (result == Z_OK) {
+    char chunk[1 << 16];
+    stream.next_out = reinterpret_cast<Bytef*>(chunk);
+    stream.avail_out = sizeof chunk;
+    result = inflate(&stream, Z_NO_FLUSH);
+    inflated.append(chunk, sizeof chunk - stream.avail_out);
+  }
+  const bool whole = result == Z_STREAM_END && stream.avail_in == 0;
+  inflateEnd(&stream);
+  if (!whole) return std::nullopt;
+  return inflated;
+}
+
+// Each Trace.packet of `trace`; a compressed one's packets in its place.
+void DecodePackets(std::string_view trace, bool compressed, const Schema& schema,
+                   DecodedTrace& decoded, Replay& replay) {
+  format::wire::Cursor cursor(trace);
+  while (!cursor.empty()) {
+    uint64_t tag;
+    std::string_view bytes;
+    if (!cursor.ReadVarint(&tag) || tag != format::wire::Tag(1, format::wire::kLengthDelimited) ||
+        !cursor.ReadLengthDelimited(&bytes)) {
+      decoded.problems.push_back(fmt::format("after packet {}: not a Trace.packet", decoded.packets));
+      return;
+    }
+    std::unique_ptr<Message> packet(schema.packet->New());
+    if (!packet->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      decoded.problems.push_back(fmt::format("packet {} does not parse", decoded.packets));
+    } else if (Has(*packet, "compressed_packets")) {
+      DecodeCompressed(*packet, bytes.size(), compressed, schema, decoded, replay);
+    } else {
+      replay.Packet(*packet);
+      ++decoded.packets;
+    }
+  }
+}
+
+void DecodeCompressed(const Message& packet, size_t packet_bytes, bool nested,
+                      const Schema& schema, DecodedTrace& decoded, Replay& replay) {
+  const std::string where = fmt::format("compressed packet {}", decoded.compressed_packets++);
+  std::vector<const FieldDescriptor*> fields;
+  packet.GetReflection()->ListFields(packet, &fields);
+  // Perfetto's limit counts the framing too: a tag and a length of up to 3 bytes.
+  if (fields.size() != 1 || packet_bytes + 4 >= 512 * 1024 || nested) {
+    decoded.problems.push_back(where + ": not alone in its packet, over 512 KiB or nested");
+  }
+  const std::optional<std::string> inflated = Inflate(Str(packet, "compressed_packets"));
+  if (!inflated) {
+    decoded.problems.push_back(where + ": not a whole zlib stream");
+    return;
+  }
+  decoded.inflated += *inflated;
+  DecodePackets(*inflated, true, schema, decoded, replay);
+}
+
 }  // namespace
 
 DecodedTrace DecodePerfetto(std::string_view trace) {
@@ -391,23 +460,7 @@ DecodedTrace DecodePerfetto(std::string_view trace) {
     return decoded;
   }
   Replay replay(&decoded);
-  format::wire::Cursor cursor(trace);
-  while (!cursor.empty()) {
-    uint64_t tag;
-    std::string_view bytes;
-    if (!cursor.ReadVarint(&tag) || tag != format::wire::Tag(1, format::wire::kLengthDelimited) ||
-        !cursor.ReadLengthDelimited(&bytes)) {
-      decoded.problems.push_back(fmt::format("after packet {}: not a Trace.packet", decoded.packets));
-      break;
-    }
-    std::unique_ptr<Message> packet(schema.packet->New());
-    if (!packet->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      decoded.problems.push_back(fmt::format("packet {} does not parse", decoded.packets));
-    } else {
-      replay.Packet(*packet);
-    }
-    ++decoded.packets;
-  }
+  DecodePackets(trace, false, schema, decoded, replay);
   return decoded;
 }
 

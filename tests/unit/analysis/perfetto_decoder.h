@@ -4,7 +4,10 @@
 // compiler::Importer, no generated code), and each packet sequence's
 // incremental state is replayed — interned ids resolved against what the
 // sequence defined since its state was cleared, timestamps from its
-// incremental clocks, events without a track on its default track. Whatever Perfetto would reject or misread is listed in problems.
+// incremental clocks, events without a track on its default track.
+// Compressed packets are inflated (with zlib, as Perfetto does) and their
+// packets read in their place. Whatever Perfetto would reject or misread is
+// listed in problems.
 #ifndef LOUPE_TESTS_UNIT_ANALYSIS_PERFETTO_DECODER_H_
 #define LOUPE_TESTS_UNIT_ANALYSIS_PERFETTO_DECODER_H_
 
@@ -60,7 +63,9 @@ struct DecodedWaking {
 
 struct DecodedTrace {
   std::vector<std::string> problems;  // empty: Perfetto reads it all
-  size_t packets = 0;
+  size_t packets = 0;  // not counting compressed ones, counting those inside
+  size_t compressed_packets = 0;
+  std::string inflated;  // what the compressed packets held, in order
   std::map<uint64_t, DecodedTrack> tracks;
   std::vector<DecodedEvent> events;
   std::vector<DecodedSample> samples;

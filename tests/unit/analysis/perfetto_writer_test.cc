@@ -58,7 +58,7 @@ DecodedTrace Export(const std::vector<Record>& records) {
   StackProfile stacks;
   stacks.AddSymbols(Symbols());
   std::ostringstream out;
-  PerfettoWriter writer(out, stacks);
+  PerfettoWriter writer(out, PerfettoCompression::kDeflate, stacks);
   writer.Start(1, 2);
   for (const Record& record : records) writer.Add(record);
   writer.Finish();
