@@ -21,6 +21,7 @@ PerfettoStream::PerfettoStream(std::ostream& out, PerfettoCompression compressio
 void PerfettoStream::Pass() {
   if (deflate_) {
     deflate_->Write(pending_);
+    pending_.reserve(batch_bytes_ + batch_bytes_ / 4);  // the batch went with its buffer
     return;
   }
   out_.write(pending_.data(), static_cast<std::streamsize>(pending_.size()));

@@ -10,7 +10,7 @@ packages=(
   # BPF
   libbpf-dev bpftool linux-libc-dev
   # libraries
-  libelf-dev libdw-dev zlib1g-dev libzstd-dev zstd libdeflate-dev
+  libelf-dev libdw-dev zlib1g-dev libzstd-dev zstd libisal-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev libssl-dev
   nlohmann-json3-dev

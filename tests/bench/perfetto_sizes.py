@@ -4,9 +4,14 @@
 EVENTS is the trace's event count (`tracectl verify`). Walks the wire
 format itself (no protobuf package needed): per kind of packet its count,
 bytes, bytes per event, and per field; for slice begins and instants the
-bytes of each debug annotation by its interned name."""
+bytes of each debug annotation by its interned name. A deflated export's
+packets are counted as they inflate."""
 import collections
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from perfetto_inflate import inflate  # noqa: E402
 
 
 def varint(data, at):
@@ -46,8 +51,11 @@ KINDS = {1: "slice begin", 2: "slice end", 3: "instant", 4: "counter"}
 
 
 def main():
-    data = open(sys.argv[1], "rb").read()
+    stored = open(sys.argv[1], "rb").read()
     events = int(sys.argv[2])
+    data = inflate(stored)
+    if len(data) != len(stored):
+        print(f"{len(stored)} bytes deflated: {len(stored) / events:.2f} B/event; inflated:")
     names, annotation_names = {}, {}
     count, size = collections.Counter(), collections.Counter()
     by_field, by_annotation = collections.Counter(), collections.Counter()

@@ -21,9 +21,9 @@ def varint(data, at):
             return value, at
 
 
-def main():
-    data = sys.stdin.buffer.read()
-    out = sys.stdout.buffer
+def inflate(data):
+    """The packets of `data` (a trace), compressed ones inflated in place."""
+    out = bytearray()
     at = 0
     while at < len(data):
         start = at
@@ -33,15 +33,17 @@ def main():
         packet = data[at:at + length]
         at += length
         if not packet.startswith(COMPRESSED_TAG):
-            out.write(data[start:at])
+            out += data[start:at]
             continue
         size, body = varint(packet, len(COMPRESSED_TAG))
         if body + size != len(packet):
             sys.exit(f"byte {start}: compressed_packets is not alone in its packet")
         inflater = zlib.decompressobj()
-        out.write(inflater.decompress(packet[body:]))
+        out += inflater.decompress(packet[body:])
         if not inflater.eof or inflater.unused_data:
             sys.exit(f"byte {start}: compressed_packets is not one whole zlib stream")
+    return bytes(out)
 
 
-main()
+if __name__ == "__main__":
+    sys.stdout.buffer.write(inflate(sys.stdin.buffer.read()))
