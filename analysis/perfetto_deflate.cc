@@ -12,12 +12,13 @@ namespace {
 constexpr uint32_t kPacket = 1;              // Trace
 constexpr uint32_t kCompressedPackets = 50;  // TracePacket
 
-// The batch as one compressed_packets packet, framed as a Trace.packet; the
-// batch as it is if ISA-L refuses it (it cannot, with this output buffer,
-// and the packets are then still a valid trace).
-std::string Compress(std::string& level_buffer, const std::string& packets) {
-  // Stored blocks at worst: a few bytes per 64 KiB, a header, the zlib frame.
-  std::string deflated(packets.size() + packets.size() / 64 + ISAL_DEF_MAX_HDR_SIZE + 64, '\0');
+// Of the sizes igzip's stateless call accepts at level 1, the one it is
+// fastest with.
+constexpr size_t kLevelBufferBytes = ISAL_DEF_LVL1_DEFAULT;
+
+// The zlib stream of `batch`, or nothing if it does not fit in `capacity`.
+std::string Deflate(std::string& level_buffer, const std::string& batch, size_t capacity) {
+  std::string deflated(capacity, '\0');
   isal_zstream stream;
   isal_deflate_stateless_init(&stream);
   stream.level = 1;
@@ -26,43 +27,61 @@ std::string Compress(std::string& level_buffer, const std::string& packets) {
   stream.gzip_flag = IGZIP_ZLIB;
   stream.end_of_stream = 1;
   stream.flush = NO_FLUSH;
-  stream.next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(packets.data()));
-  stream.avail_in = static_cast<uint32_t>(packets.size());
+  stream.next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(batch.data()));
+  stream.avail_in = static_cast<uint32_t>(batch.size());
   stream.next_out = reinterpret_cast<uint8_t*>(deflated.data());
   stream.avail_out = static_cast<uint32_t>(deflated.size());
-  if (isal_deflate_stateless(&stream) != COMP_OK) return packets;
+  if (isal_deflate_stateless(&stream) != COMP_OK) return {};
   deflated.resize(stream.total_out);
-  std::string packet;
-  format::wire::AppendBytesField(&packet, kCompressedPackets, deflated);
-  std::string framed;
-  format::wire::AppendBytesField(&framed, kPacket, packet);
-  return framed;
+  return deflated;
 }
 
 }  // namespace
 
-PerfettoDeflate::PerfettoDeflate(std::ostream& out)
-    : out_(out), level_buffer_(ISAL_DEF_LVL1_DEFAULT, '\0') {}
+PerfettoDeflate::Output PerfettoDeflate::Compress(std::string& level_buffer, std::string batch) {
+  // Room for the packet's two tags and lengths (2 + 3 bytes, 1 + 3), under the limit.
+  constexpr size_t kFraming = 9;
+  std::string deflated = Deflate(level_buffer, batch, kMaxCompressedPacket - kFraming - 1);
+  if (deflated.empty()) return {.framing = {}, .content = std::move(batch)};
+  Output output;
+  format::wire::AppendVarint(&output.framing, format::wire::Tag(kPacket, format::wire::kLengthDelimited));
+  std::string field;
+  format::wire::AppendVarint(&field, format::wire::Tag(kCompressedPackets, format::wire::kLengthDelimited));
+  format::wire::AppendVarint(&field, deflated.size());
+  format::wire::AppendVarint(&output.framing, field.size() + deflated.size());
+  output.framing += field;
+  output.content = std::move(deflated);
+  return output;
+}
 
-PerfettoDeflate::~PerfettoDeflate() { Flush(); }
+PerfettoDeflate::PerfettoDeflate(std::ostream& out)
+    : out_(out), level_buffer_(kLevelBufferBytes, '\0') {}
+
+PerfettoDeflate::~PerfettoDeflate() {
+  if (in_flight_.valid()) in_flight_.wait();
+}
 
 void PerfettoDeflate::Write(std::string& packets) {
   if (packets.empty()) return;
   Flush();
+  in_flight_bytes_ = packets.size();
   // Deferred (compressed at the next Flush, on this thread) only when no
   // thread can be started.
   in_flight_ = std::async(std::launch::async | std::launch::deferred,
-                          [this, batch = std::move(packets)] {
-                            return Compress(level_buffer_, batch);
+                          [this, batch = std::move(packets)]() mutable {
+                            return Compress(level_buffer_, std::move(batch));
                           });
   packets.clear();
 }
 
 void PerfettoDeflate::Flush() {
   if (!in_flight_.valid()) return;
-  const std::string framed = in_flight_.get();
-  out_.write(framed.data(), static_cast<std::streamsize>(framed.size()));
-  bytes_written_ += framed.size();
+  const Output output = in_flight_.get();
+  in_flight_bytes_ = 0;
+  for (const std::string* part : {&output.framing, &output.content}) {
+    out_.write(part->data(), static_cast<std::streamsize>(part->size()));
+    bytes_written_ += part->size();
+  }
 }
 
 }  // namespace loupe::analysis

@@ -3,11 +3,10 @@
 // (zlib format) into one TracePacket.compressed_packets. Perfetto's trace
 // processor and UI inflate them as they load, in every version since 2019
 // (the zstd form is new in v58, so deflate is the one that opens anywhere).
-// ISA-L's igzip at its fastest level deflates our packets at 400+ MB/s,
-// twice libdeflate's fastest and 5x zlib's, to within 6 % of their size
-// (docs/performance.md). A batch is compressed on a thread of its own while
-// the next one is built, one batch at most in flight, so memory stays two
-// batches.
+// ISA-L's igzip because it is the fastest deflate Debian has, for a few
+// percent more bytes (docs/performance.md). A batch is compressed on a
+// thread of its own while the next one is built, one at most in flight, so
+// the export takes little longer than without compression.
 #ifndef LOUPE_ANALYSIS_PERFETTO_DEFLATE_H_
 #define LOUPE_ANALYSIS_PERFETTO_DEFLATE_H_
 
@@ -20,28 +19,40 @@ namespace loupe::analysis {
 
 class PerfettoDeflate {
  public:
-  // Perfetto asks for each compressed packet, framing included, to stay
-  // under 512 KiB; a batch is this much of whole packets (the largest
-  // packet we write, a scheduling bundle, is tens of KiB) and deflate
-  // grows incompressible input by a few bytes per 64 KiB.
+  // A batch is passed on once this much, in whole packets, is pending.
   static constexpr size_t kBatchBytes = 384 << 10;
+  // Perfetto asks for each compressed packet, framing included, to stay
+  // under this; a batch that would not (incompressible content, or one
+  // packet of near this size) is written as its packets, uncompressed.
+  static constexpr size_t kMaxCompressedPacket = 512 << 10;
 
   explicit PerfettoDeflate(std::ostream& out);
+  // Waits for the batch in flight without writing it: Flush writes
+  // everything, and is skipped only on the way out of an error.
   ~PerfettoDeflate();
   PerfettoDeflate(const PerfettoDeflate&) = delete;
   PerfettoDeflate& operator=(const PerfettoDeflate&) = delete;
 
   // Takes `packets` (whole Trace.packet fields) to compress, leaving it empty.
   void Write(std::string& packets);
-  // Writes the batch in flight.
+  // The batch in flight, written: the trace's end must not wait for a next batch.
   void Flush();
 
-  uint64_t bytes_written() const { return bytes_written_; }
+  // The batch in flight counts uncompressed until it is written.
+  uint64_t bytes_written() const { return bytes_written_ + in_flight_bytes_; }
 
  private:
+  // What a batch becomes: a compressed packet's framing, then its content.
+  struct Output {
+    std::string framing;
+    std::string content;
+  };
+  static Output Compress(std::string& level_buffer, std::string batch);
+
   std::ostream& out_;
   std::string level_buffer_;  // igzip's hash tables; used by the batch in flight only
-  std::future<std::string> in_flight_;  // a Trace.packet, compressed
+  std::future<Output> in_flight_;
+  uint64_t in_flight_bytes_ = 0;
   uint64_t bytes_written_ = 0;
 };
 

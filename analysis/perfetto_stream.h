@@ -59,7 +59,7 @@ class PerfettoStream {
   // Everything appended, written to the output.
   void Flush();
 
-  // Exact after Flush; until then, pending packets count uncompressed.
+  // Exact after Flush; until then, packets not yet written count uncompressed.
   uint64_t bytes_written() const {
     return (deflate_ ? deflate_->bytes_written() : bytes_written_) + pending_.size();
   }

@@ -386,28 +386,6 @@ class Replay {
 void DecodeCompressed(const Message& packet, size_t packet_bytes, bool nested,
                       const Schema& schema, DecodedTrace& decoded, Replay& replay);
 
-// A zlib stream whole, as Perfetto's trace processor inflates a
-// compressed_packets field; nullopt if it is not one.
-std::optional<std::string> Inflate(std::string_view deflated) {
-  z_stream stream{};
-  if (inflateInit(&stream) != Z_OK) return std::nullopt;
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(deflated.data()));
-  stream.avail_in = static_cast<uInt>(deflated.size());
-  std::string inflated;
-  int result = Z_OK;
-  while (result == Z_OK) {
-    char chunk[1 << 16];
-    stream.next_out = reinterpret_cast<Bytef*>(chunk);
-    stream.avail_out = sizeof chunk;
-    result = inflate(&stream, Z_NO_FLUSH);
-    inflated.append(chunk, sizeof chunk - stream.avail_out);
-  }
-  const bool whole = result == Z_STREAM_END && stream.avail_in == 0;
-  inflateEnd(&stream);
-  if (!whole) return std::nullopt;
-  return inflated;
-}
-
 // Each Trace.packet of `trace`; a compressed one's packets in its place.
 void DecodePackets(std::string_view trace, bool compressed, const Schema& schema,
                    DecodedTrace& decoded, Replay& replay) {
@@ -451,6 +429,26 @@ void DecodeCompressed(const Message& packet, size_t packet_bytes, bool nested,
 }
 
 }  // namespace
+
+std::optional<std::string> Inflate(std::string_view deflated) {
+  z_stream stream{};
+  if (inflateInit(&stream) != Z_OK) return std::nullopt;
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(deflated.data()));
+  stream.avail_in = static_cast<uInt>(deflated.size());
+  std::string inflated;
+  int result = Z_OK;
+  while (result == Z_OK) {
+    char chunk[1 << 16];
+    stream.next_out = reinterpret_cast<Bytef*>(chunk);
+    stream.avail_out = sizeof chunk;
+    result = inflate(&stream, Z_NO_FLUSH);
+    inflated.append(chunk, sizeof chunk - stream.avail_out);
+  }
+  const bool whole = result == Z_STREAM_END && stream.avail_in == 0;
+  inflateEnd(&stream);
+  if (!whole) return std::nullopt;
+  return inflated;
+}
 
 DecodedTrace DecodePerfetto(std::string_view trace) {
   DecodedTrace decoded;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +76,10 @@ struct DecodedTrace {
 };
 
 DecodedTrace DecodePerfetto(std::string_view trace);
+
+// A zlib stream whole, as Perfetto's trace processor inflates a
+// compressed_packets field; nullopt if it is not one.
+std::optional<std::string> Inflate(std::string_view deflated);
 
 }  // namespace loupe::testing
 
