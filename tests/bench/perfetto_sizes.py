@@ -11,18 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from perfetto_inflate import inflate  # noqa: E402
-
-
-def varint(data, at):
-    value, shift = 0, 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, at
+from perfetto_inflate import inflate, varint  # noqa: E402
 
 
 def fields(data, at, end):
