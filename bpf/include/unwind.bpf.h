@@ -96,6 +96,22 @@ struct unwind_walk {
 	struct loupe_unwind_mapping mapping; /* of the last frame: callers often share it */
 };
 
+/* The walk's state lives here, not on the stack: the verifier tracks what
+ * a program keeps on its stack, so each step of the walk it checked began
+ * in a new state (another depth, another flag) and it went through the
+ * step's every path hundreds of times: 46k instructions checked for the
+ * switch program, 45k for the sampler, ~100 ms each of every attach. It
+ * does not know what is read from a map, so a pass or two over the step
+ * covers every state (4.4k and 2.6k instructions). Per CPU, as the frames'
+ * buffer: a switch runs with interrupts off and a sample does not nest in
+ * a sample. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_walk);
+} unwind_walks SEC(".maps");
+
 static __always_inline void request_tables(__u32 tgid)
 {
 	__u8 yes = 1;
@@ -174,26 +190,66 @@ static __always_inline bool read_user(__u64 *value, __u64 address)
  * (a longjmp past them) are skipped over. */
 #define LOUPE_PENDING_RETURNS_MAX 8
 
+/* The search for the pending return whose return address was in `slot`
+ * (or `other_slot`), one entry per bpf_loop step: as a loop inlined at the
+ * walk's three reads of a return address and where it leaves the
+ * [uprobes] page, the verifier followed each iteration down every path
+ * (5.2k instructions checked for the switch program against 4.4k). */
+struct pending_search {
+	struct return_instance *pending; /* the next to look at; after a match, the one after it */
+	__u64 slot;
+	__u64 other_slot;
+	__u64 matched_slot;
+	__u64 return_address;
+	bool found;
+};
+
+static long pending_search_step(__u32 index, void *context)
+{
+	struct pending_search *search = context;
+	struct return_instance *pending = search->pending;
+	__u64 slot;
+
+	if (!pending)
+		return 1;
+	search->pending = BPF_CORE_READ(pending, next);
+	slot = BPF_CORE_READ(pending, stack);
+	if (slot != search->slot && slot != search->other_slot)
+		return 0;
+	search->matched_slot = slot;
+	search->return_address = BPF_CORE_READ(pending, orig_ret_vaddr);
+	search->found = true;
+	return 1;
+}
+
+/* Whether a pending return came from `slot` or `other_slot`: then its
+ * return address, and the walk's list moved past it (the walk goes
+ * outwards, the list too: innermost first). */
+static __always_inline bool take_pending_return(struct unwind_walk *walk, __u64 slot,
+						__u64 other_slot, struct pending_search *search)
+{
+	search->pending = walk->pending;
+	search->slot = slot;
+	search->other_slot = other_slot;
+	search->found = false;
+	bpf_loop(LOUPE_PENDING_RETURNS_MAX, pending_search_step, search, 0);
+	if (!search->found)
+		return false;
+	walk->pending = search->pending;
+	return true;
+}
+
 /* A %return probe replaced the return address in `slot` with the kernel's
  * trampoline (in its [uprobes] page) when the call began; the kernel keeps
  * the real one in the thread's list of pending returns, with the slot it
  * came from. Puts it back into walk->pc. */
 static __always_inline void restore_return_address(struct unwind_walk *walk, __u64 slot)
 {
-	struct return_instance *pending = walk->pending;
+	struct pending_search search = {};
 
-	if (!pending || walk->pc != walk->trampoline)
-		return;
-	for (int i = 0; i < LOUPE_PENDING_RETURNS_MAX && pending; i++) {
-		if (BPF_CORE_READ(pending, stack) == slot) {
-			walk->pc = BPF_CORE_READ(pending, orig_ret_vaddr);
-			/* The walk goes outwards, the list too (innermost
-			 * first): the next trampoline's entry is further on. */
-			walk->pending = BPF_CORE_READ(pending, next);
-			return;
-		}
-		pending = BPF_CORE_READ(pending, next);
-	}
+	if (walk->pending && walk->pc == walk->trampoline &&
+	    take_pending_return(walk, slot, slot, &search))
+		walk->pc = search.return_address;
 }
 
 /* The kernel's [uprobes] page is cut into slots of this size: the first is
@@ -217,28 +273,21 @@ static __always_inline void restore_return_address(struct unwind_walk *walk, __u
 static __always_inline void leave_uprobe_page(struct unwind_walk *walk, struct uprobe_task *utask)
 {
 	__u64 copy = BPF_CORE_READ(utask, xol_vaddr);
-	struct return_instance *pending = walk->pending;
+	struct pending_search search = {};
 
 	if (copy && walk->pc >= copy && walk->pc < copy + LOUPE_UPROBE_SLOT_BYTES) {
 		walk->pc = BPF_CORE_READ(utask, vaddr) + (walk->pc - copy);
 		return;
 	}
-	if (!pending || walk->pc < walk->trampoline ||
+	if (!walk->pending || walk->pc < walk->trampoline ||
 	    walk->pc >= walk->trampoline + LOUPE_UPROBE_SLOT_BYTES)
 		return;
-	for (int i = 0; i < LOUPE_PENDING_RETURNS_MAX && pending; i++) {
-		__u64 popped_sp = BPF_CORE_READ(pending, stack) + 8;
-
-		if (popped_sp == walk->sp || popped_sp == walk->sp + LOUPE_TRAMPOLINE_PUSHED) {
-			walk->pc = BPF_CORE_READ(pending, orig_ret_vaddr);
-			walk->sp = popped_sp;
-			/* Where the caller resumes, like any return address. */
-			walk->exact = false;
-			walk->pending = BPF_CORE_READ(pending, next);
-			return;
-		}
-		pending = BPF_CORE_READ(pending, next);
-	}
+	if (!take_pending_return(walk, walk->sp - 8, walk->sp + LOUPE_TRAMPOLINE_PUSHED - 8, &search))
+		return;
+	walk->pc = search.return_address;
+	walk->sp = search.matched_slot + 8;
+	/* Where the caller resumes, like any return address. */
+	walk->exact = false;
 }
 
 /* The caller's registers by the frame-pointer convention. A null rbp is
@@ -329,10 +378,13 @@ static __always_inline bool step_by_table(struct unwind_walk *walk)
 
 static long unwind_step(__u64 index, void *context)
 {
-	struct unwind_walk *walk = context;
+	struct unwind_walk *walk;
 	struct unwind_frames *out;
 	__u32 zero = 0;
 
+	walk = bpf_map_lookup_elem(&unwind_walks, &zero);
+	if (!walk)
+		return 1;
 	if (walk->pc == 0) {
 		/* Threads and processes start with a null return address. */
 		walk->complete = true;
@@ -378,53 +430,60 @@ static __always_inline __u32 unwind_user_stack(__u64 *frames, __u32 tgid, __u32 
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	const struct loupe_user_regs *regs = user_regs((void *)bpf_task_pt_regs(task));
-	struct unwind_walk walk = {.tgid = tgid, .exact = true};
+	struct unwind_walk *walk;
 	struct unwind_frames *out;
-	__u32 zero = 0;
+	__u32 zero = 0, depth;
 
-	walk.pc = regs->ip;
-	walk.sp = regs->sp;
-	walk.bp = regs->bp;
-	walk.leaf_regs[0] = regs->ax;
-	walk.leaf_regs[1] = regs->dx;
-	walk.leaf_regs[2] = regs->cx;
-	walk.leaf_regs[3] = regs->bx;
-	walk.leaf_regs[4] = regs->si;
-	walk.leaf_regs[5] = regs->di;
-	walk.leaf_regs[6] = regs->bp;
-	walk.leaf_regs[7] = regs->sp;
-	walk.leaf_regs[8] = regs->r8;
-	walk.leaf_regs[9] = regs->r9;
-	walk.leaf_regs[10] = regs->r10;
-	walk.leaf_regs[11] = regs->r11;
-	walk.leaf_regs[12] = regs->r12;
-	walk.leaf_regs[13] = regs->r13;
-	walk.leaf_regs[14] = regs->r14;
-	walk.leaf_regs[15] = regs->r15;
+	walk = bpf_map_lookup_elem(&unwind_walks, &zero);
+	if (!walk)
+		return 0;
+	__builtin_memset(walk, 0, sizeof(*walk));
+	walk->tgid = tgid;
+	walk->exact = true;
+	walk->pc = regs->ip;
+	walk->sp = regs->sp;
+	walk->bp = regs->bp;
+	walk->leaf_regs[0] = regs->ax;
+	walk->leaf_regs[1] = regs->dx;
+	walk->leaf_regs[2] = regs->cx;
+	walk->leaf_regs[3] = regs->bx;
+	walk->leaf_regs[4] = regs->si;
+	walk->leaf_regs[5] = regs->di;
+	walk->leaf_regs[6] = regs->bp;
+	walk->leaf_regs[7] = regs->sp;
+	walk->leaf_regs[8] = regs->r8;
+	walk->leaf_regs[9] = regs->r9;
+	walk->leaf_regs[10] = regs->r10;
+	walk->leaf_regs[11] = regs->r11;
+	walk->leaf_regs[12] = regs->r12;
+	walk->leaf_regs[13] = regs->r13;
+	walk->leaf_regs[14] = regs->r14;
+	walk->leaf_regs[15] = regs->r15;
 	/* A kernel built without uprobes has no uprobe state (nor %return
 	 * probes); a thread that never hit a probe has none either. */
 	if (bpf_core_field_exists(task->utask)) {
 		struct uprobe_task *utask = BPF_CORE_READ(task, utask);
 
 		if (utask) {
-			walk.pending = BPF_CORE_READ(utask, return_instances);
-			if (walk.pending)
-				walk.trampoline =
+			walk->pending = BPF_CORE_READ(utask, return_instances);
+			if (walk->pending)
+				walk->trampoline =
 					BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
-			leave_uprobe_page(&walk, utask);
+			leave_uprobe_page(walk, utask);
 		}
 	}
-	bpf_loop(LOUPE_MAX_STACK_DEPTH, unwind_step, &walk, 0);
-	*flags = walk.flags | LOUPE_STACK_CFI;
-	if (walk.depth >= LOUPE_MAX_STACK_DEPTH && !walk.complete)
+	bpf_loop(LOUPE_MAX_STACK_DEPTH, unwind_step, NULL, 0);
+	*flags = walk->flags | LOUPE_STACK_CFI;
+	depth = walk->depth;
+	if (depth >= LOUPE_MAX_STACK_DEPTH && !walk->complete)
 		count(truncated);
 	out = bpf_map_lookup_elem(&unwind_buffer, &zero);
-	if (!out || walk.depth == 0)
+	if (!out || depth == 0)
 		return 0;
-	walk.depth &= LOUPE_MAX_STACK_DEPTH;
-	if (bpf_probe_read_kernel(frames, walk.depth * sizeof(__u64), out->frames) != 0)
+	depth &= LOUPE_MAX_STACK_DEPTH;
+	if (bpf_probe_read_kernel(frames, depth * sizeof(__u64), out->frames) != 0)
 		return 0;
-	return walk.depth;
+	return depth;
 }
 
 /* Where a kernel stack taken inside a tracepoint starts: the tracer's own
