@@ -58,7 +58,9 @@ bpf_program* ProgramFor(loupe_probes* skel, probes::ProbeProgram program) {
 // lookup), and the target's threads then sleep for a time slice, not for
 // the few microseconds of the write (2-8 ms per stall in attach_stall.sh).
 // A real-time policy for the milliseconds of link creation and removal keeps
-// the holder on its CPU; without CAP_SYS_NICE they run as before.
+// the holder on its CPU; the lowest priority is enough, which an
+// RLIMIT_RTPRIO of 1 allows without CAP_SYS_NICE (louped's systemd unit
+// grants that). Without either they run as before.
 class RealTimeScope {
  public:
   RealTimeScope() {

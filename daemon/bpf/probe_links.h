@@ -39,8 +39,9 @@ class ProbeLinks {
   ~ProbeLinks();
   size_t attached() const;
   // Whether the sites were placed under a real-time policy (which needs
-  // CAP_SYS_NICE); without it the target's threads may wait a time slice
-  // on its mmap_lock while a site is placed or removed.
+  // CAP_SYS_NICE or an RLIMIT_RTPRIO of at least 1); without it the
+  // target's threads may wait a time slice on its mmap_lock while a site is
+  // placed or removed.
   bool linked_in_real_time() const { return linked_in_real_time_; }
   void Detach();
 

@@ -324,8 +324,9 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
         system_wide ? " in every process, targets filtered in BPF" : "",
         sources->probes_->linked_in_real_time()
             ? "placed at real-time priority"
-            : "placed at normal priority (no CAP_SYS_NICE: the target's threads may wait a time "
-              "slice on its mmap_lock while a site is placed or removed)");
+            : "placed at normal priority (neither CAP_SYS_NICE nor an RLIMIT_RTPRIO of 1: the "
+              "target's threads may wait a time slice on its mmap_lock while a site is placed "
+              "or removed)");
   }
   return sources;
 }

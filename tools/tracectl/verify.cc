@@ -31,6 +31,8 @@ struct SegmentReport {
   std::map<uint32_t, std::string> targets;  // pid -> name
   std::string session, host;
   uint64_t sequence = 0;
+  // What the session could do on its kernel and with its rights (the header's).
+  std::map<std::string, std::string> features;
   int64_t realtime_offset_ns = 0;  // realtime - monotonic at the segment's start
 };
 
@@ -54,6 +56,7 @@ SegmentReport VerifySegment(const std::string& path) {
   report.session = header.session_id();
   report.host = header.host();
   report.sequence = header.sequence();
+  report.features.insert(header.kernel_features().begin(), header.kernel_features().end());
   report.realtime_offset_ns =
       static_cast<int64_t>(header.clock().realtime_ns() - header.clock().monotonic_ns());
   format::LossTally streamed;
@@ -186,7 +189,16 @@ void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
       out += "}";
       first = false;
     }
-    out += "],\"reasons\":[";
+    out += "],\"features\":{";
+    first = true;
+    for (const auto& [name, value] : s.features) {
+      if (!first) out += ",";
+      format::AppendJsonString(name, &out);
+      out += ":";
+      format::AppendJsonString(value, &out);
+      first = false;
+    }
+    out += "},\"reasons\":[";
     for (size_t r = 0; r < s.reasons.size(); ++r) {
       if (r) out += ",";
       format::AppendJsonString(s.reasons[r], &out);
