@@ -503,7 +503,7 @@ std::string ReportModel::TakerBusy(const ThreadName& taker) const {
   });
   const auto hottest = Largest(functions, 1);
   auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
-  return fmt::format("; {}'s CPU time: {:.3f} ms outside requests{}, {:.3f} ms in them",
+  return fmt::format("; {}'s CPU time over the trace: {:.3f} ms outside requests{}, {:.3f} ms in them",
                      taker.thread, ms(outside.on_cpu_ns),
                      hottest.empty() ? "" : fmt::format(" (mostly in {}, sampled)", hottest.front().first),
                      ms(inside.on_cpu_ns));

@@ -431,7 +431,7 @@ TEST(ReportModelTest, AnOperationPassedBetweenThreadsIsOneRequestWithItsQueuedTi
   EXPECT_EQ(slow.handoffs[0].ns, 17'000u);
   EXPECT_EQ(slow.sentence,
             "slow request: 89 % queued between threads, passed on by acceptor and waiting for "
-            "worker to take it up; worker's CPU time: 0.019 ms outside requests, 0.001 ms in them");
+            "worker to take it up; worker's CPU time over the trace: 0.019 ms outside requests, 0.001 ms in them");
 
   ASSERT_EQ(model.slowest().size(), 1u);
   const RequestReport& request = model.slowest()[0];
