@@ -16,6 +16,12 @@ constexpr uint32_t kCompressedPackets = 50;  // TracePacket
 // fastest with.
 constexpr size_t kLevelBufferBytes = ISAL_DEF_LVL1_DEFAULT;
 
+// A length-delimited field's tag and length; its bytes follow.
+void AppendFieldHeader(std::string* out, uint32_t field, size_t length) {
+  format::wire::AppendVarint(out, format::wire::Tag(field, format::wire::kLengthDelimited));
+  format::wire::AppendVarint(out, length);
+}
+
 // The zlib stream of `batch`, or nothing if it does not fit in `capacity`.
 std::string Deflate(std::string& level_buffer, const std::string& batch, size_t capacity) {
   std::string deflated(capacity, '\0');
@@ -43,12 +49,10 @@ PerfettoDeflate::Output PerfettoDeflate::Compress(std::string& level_buffer, std
   constexpr size_t kFraming = 9;
   std::string deflated = Deflate(level_buffer, batch, kMaxCompressedPacket - kFraming - 1);
   if (deflated.empty()) return {.framing = {}, .content = std::move(batch)};
-  Output output;
-  format::wire::AppendVarint(&output.framing, format::wire::Tag(kPacket, format::wire::kLengthDelimited));
   std::string field;
-  format::wire::AppendVarint(&field, format::wire::Tag(kCompressedPackets, format::wire::kLengthDelimited));
-  format::wire::AppendVarint(&field, deflated.size());
-  format::wire::AppendVarint(&output.framing, field.size() + deflated.size());
+  AppendFieldHeader(&field, kCompressedPackets, deflated.size());
+  Output output;
+  AppendFieldHeader(&output.framing, kPacket, field.size() + deflated.size());
   output.framing += field;
   output.content = std::move(deflated);
   return output;
