@@ -43,8 +43,13 @@ void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
   throttled_ns += other.throttled_ns;
   blocked_ns += other.blocked_ns;
   queued_ns += other.queued_ns;
+  taker_outside_ns += other.taker_outside_ns;
+  taker_inside_ns += other.taker_inside_ns;
+  taker_off_cpu_ns += other.taker_off_cpu_ns;
+  taker_unknown += other.taker_unknown;
   if (!with_evidence) return;
   handoffs.Merge(other.handoffs);
+  taker_samples.Merge(other.taker_samples);
   blocked.Merge(other.blocked);
   evidence_count += other.evidence_count;
   user_samples += other.user_samples;

@@ -96,6 +96,14 @@ struct Anatomy {
   // taken up by the next. No thread's time, so no state of one.
   uint64_t queued_ns = 0;
   Counts<uint64_t> handoffs;  // HandoffKey(passer, taker) -> ns queued between them
+  // Meanwhile, what the thread that took it up did instead: on CPU outside
+  // requests (sampled there: stack -> samples), on CPU in other requests,
+  // off CPU. A take-up whose thread's history did not reach back to the
+  // pass is counted in taker_unknown instead. Summed over requests, a
+  // taker's time counts once for each request that waited on it.
+  uint64_t taker_outside_ns = 0, taker_inside_ns = 0, taker_off_cpu_ns = 0;
+  uint64_t taker_unknown = 0;
+  Counts<uint32_t> taker_samples;
   Counts<uint64_t> blocked;      // EvidenceKey -> ns
   Counts<uint32_t> holders;      // tid -> ns it held the CPU waited for (not while throttled)
   Counts<uint64_t> wakers;       // WakerKey -> ns of wait it ended

@@ -110,6 +110,13 @@ Json Request(const RequestReport& request, uint64_t first_ns) {
   out["cpu_holders"] = Holders(b);
   out["wakers"] = Wakers(b);
   out["handoffs"] = Handoffs(b);
+  out["taker_while_queued"] =
+      b.handoffs.empty() ? Json()
+                         : Json{{"outside_requests_ns", b.taker.outside_ns},
+                                {"in_other_requests_ns", b.taker.inside_ns},
+                                {"off_cpu_ns", b.taker.off_cpu_ns},
+                                {"function", b.taker.function},
+                                {"known", b.taker.unknown == 0}};
   out["blocking_stack"] = b.stacks.empty() ? Json::array() : Frames(b.stacks.front().frames);
   out["functions"] = Functions(b);
   out["sentence"] = b.sentence;

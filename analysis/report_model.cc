@@ -108,7 +108,8 @@ void ReportModel::AddSample(const format::Record& record, uint32_t stack,
   if (!stacks_.threads().Traced(record.tid)) return;
   if (options_.pid && stacks_.threads().PidOf(record.tid) != *options_.pid) return;
   const bool in_window = InWindow(record.time_ns);
-  accounts_[record.tid].ledger.AddSample(stack, !sample.kernel_stack.empty(), in_window);
+  accounts_[record.tid].ledger.AddSample(record.time_ns, stack, !sample.kernel_stack.empty(),
+                                         in_window);
   if (in_window && stack != 0) {
     ++samples_by_stack_[stack];
     ++top_function_samples_;
@@ -185,6 +186,16 @@ void ReportModel::Begin(const format::Record& record, const RequestMark& mark) {
       const uint64_t queued = record.time_ns > carried->passed_ns ? record.time_ns - carried->passed_ns : 0;
       carried->so_far.queued_ns += queued;
       carried->so_far.handoffs.Add(HandoffKey(carried->passer_tid, record.tid), queued);
+      // Settled: the taker's history runs up to now.
+      const uint64_t passed = std::min(carried->passed_ns, record.time_ns);
+      if (const auto busy = account.ledger.BusyBetween(passed, record.time_ns)) {
+        carried->so_far.taker_outside_ns += busy->outside_ns;
+        carried->so_far.taker_inside_ns += busy->inside_ns;
+        carried->so_far.taker_off_cpu_ns += busy->off_cpu_ns;
+        for (uint32_t stack : busy->samples) carried->so_far.taker_samples.Add(stack, 1);
+      } else {
+        ++carried->so_far.taker_unknown;
+      }
       open.kind = carried->kind;
       open.begin_ns = carried->begin_ns;
       open.args = std::move(carried->args);
@@ -397,6 +408,11 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
   for (const auto& [key, ns] : a.handoffs.Largest(kRows)) {
     b.handoffs.push_back({NameOf(static_cast<uint32_t>(key >> 32)), NameOf(static_cast<uint32_t>(key)), ns});
   }
+  b.taker = {.outside_ns = a.taker_outside_ns,
+             .inside_ns = a.taker_inside_ns,
+             .off_cpu_ns = a.taker_off_cpu_ns,
+             .unknown = a.taker_unknown,
+             .function = TopApplicationFunction(a.taker_samples)};
   absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint64_t>> doing;  // tid -> best (stack, ns)
   a.waker_doing.ForEach([&](uint64_t key, uint64_t ns) {
     auto& best = doing[static_cast<uint32_t>(key >> 32)];
@@ -491,21 +507,26 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
                      WaitClassPhrase(wait), where, wait == WaitClass::kTracer ? "" : by(verb));
 }
 
+std::string ReportModel::TopApplicationFunction(const Counts<uint32_t>& samples) const {
+  std::map<std::string, uint64_t> functions;
+  samples.ForEach([&](uint32_t stack, uint64_t n) {
+    const std::string function = stacks_.InnermostApplicationFunction(stack);
+    if (!function.empty()) functions[function] += n;
+  });
+  const auto hottest = Largest(functions, 1);
+  return hottest.empty() ? "" : hottest.front().first;
+}
+
 std::string ReportModel::TakerBusy(const ThreadName& taker) const {
   auto it = accounts_.find(taker.tid);
   if (it == accounts_.end()) return "";
   const Anatomy& inside = it->second.ledger.inside();
   const Anatomy& outside = it->second.ledger.outside();
-  std::map<std::string, uint64_t> functions;
-  outside.samples.ForEach([&](uint32_t stack, uint64_t n) {
-    const std::string function = stacks_.InnermostApplicationFunction(stack);
-    if (!function.empty()) functions[function] += n;
-  });
-  const auto hottest = Largest(functions, 1);
+  const std::string hottest = TopApplicationFunction(outside.samples);
   auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
   return fmt::format("; {}'s CPU time over the trace: {:.3f} ms outside requests{}, {:.3f} ms in them",
                      taker.thread, ms(outside.on_cpu_ns),
-                     hottest.empty() ? "" : fmt::format(" (mostly in {}, sampled)", hottest.front().first),
+                     hottest.empty() ? "" : fmt::format(" (mostly in {}, sampled)", hottest),
                      ms(inside.on_cpu_ns));
 }
 

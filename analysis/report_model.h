@@ -81,6 +81,13 @@ struct Breakdown {
     uint64_t ns = 0;      // queued in between
   };
   std::vector<Handoff> handoffs;
+  // While queued, what the takers did instead (Anatomy::taker_*).
+  struct WhileQueued {
+    uint64_t outside_ns = 0, inside_ns = 0, off_cpu_ns = 0;
+    uint64_t unknown = 0;  // take-ups whose taker's history was too short
+    std::string function;  // sampled, outside requests
+  };
+  WhileQueued taker;
   std::string sentence;
 
   double Share(uint64_t ns) const {
@@ -227,6 +234,8 @@ class ReportModel {
   // "; worker's CPU time: …": what the thread that took queued work up was
   // busy with instead, over the window.
   std::string TakerBusy(const ThreadName& taker) const;
+  // The innermost application function most samples are in ("" none).
+  std::string TopApplicationFunction(const Counts<uint32_t>& samples) const;
 
   ReportOptions options_;
   StackProfile stacks_;

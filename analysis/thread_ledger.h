@@ -10,7 +10,10 @@
 #ifndef LOUPE_ANALYSIS_THREAD_LEDGER_H_
 #define LOUPE_ANALYSIS_THREAD_LEDGER_H_
 
+#include <array>
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <vector>
 
 #include "analysis/anatomy.h"
@@ -36,11 +39,22 @@ class ThreadLedger {
   // `ns` of the interval go to the open requests, `window_ns` of them
   // (those inside the report's window) to the thread's totals.
   void AddInterval(const StateInterval& interval, uint64_t ns, uint64_t window_ns);
-  void AddSample(uint32_t stack, bool kernel, bool in_window);
+  void AddSample(uint64_t time_ns, uint32_t stack, bool kernel, bool in_window);
   // Adds what happened since `mark` to `into`: times always; with
   // `with_evidence` also the blocking stacks and wakers, and the samples and
   // CPU holders if the log kept them all.
   void AddSince(const Mark& mark, Anatomy* into, bool with_evidence) const;
+
+  // What the thread did over a past stretch, from its recent history: on
+  // CPU outside requests and in them, off CPU, and its samples outside
+  // requests. What another thread's queued request waited for it through.
+  struct Busy {
+    uint64_t outside_ns = 0, inside_ns = 0, off_cpu_ns = 0;
+    std::vector<uint32_t> samples;  // stacks
+  };
+  // nullopt when the history kept (its last kHistory intervals and
+  // samples) does not reach back to `from`.
+  std::optional<Busy> BusyBetween(uint64_t from_ns, uint64_t to_ns) const;
 
   const Anatomy& inside() const { return inside_; }
   const Anatomy& outside() const { return outside_; }
@@ -49,6 +63,23 @@ class ThreadLedger {
   // A log past this many entries stops keeping samples and holders: a
   // request open that long says its evidence is partial instead of growing memory.
   static constexpr size_t kMaxEvidence = 1 << 18;
+  // Intervals (and samples) of history kept: a few hundred context
+  // switches back, a queue's wait and more for all but the busiest threads,
+  // in a few kilobytes a thread.
+  static constexpr size_t kHistory = 256;
+  enum Doing : uint8_t { kOutside, kInside, kOffCpu };
+  struct Past {
+    uint64_t begin_ns, end_ns;
+    Doing doing;
+    std::array<uint64_t, 3> totals;  // by Doing, up to end_ns
+  };
+  struct PastSample {
+    uint64_t time_ns;
+    uint32_t stack;
+  };
+  void Remember(uint64_t begin_ns, uint64_t end_ns, Doing doing);
+  // By Doing, what the history says was spent up to `time_ns`.
+  std::array<uint64_t, 3> TotalsAt(uint64_t time_ns) const;
   struct Blocked {
     uint64_t evidence, waker;
     uint64_t ns;
@@ -66,6 +97,10 @@ class ThreadLedger {
   std::vector<Blocked> blocked_;
   std::vector<Evidence> evidence_;
   Anatomy inside_, outside_;
+  std::deque<Past> past_;
+  std::deque<PastSample> past_samples_;
+  std::array<uint64_t, 3> totals_ = {};
+  bool past_cut_ = false, past_samples_cut_ = false;  // the oldest were dropped
 };
 
 }  // namespace loupe::analysis

@@ -670,7 +670,7 @@ TEST(DiagnosisTest, QueuedBetweenThreads) {
   EXPECT_EQ(String(handoffs[0].value("from", json()), "thread"), "acceptor") << Excerpt(handoffs);
   EXPECT_EQ(String(handoffs[0].value("to", json()), "thread"), "worker") << Excerpt(handoffs);
 
-  int listed = 0;
+  int listed = 0, in_flush = 0;
   for (const json& request : traced.report.value("slowest", json::array())) {
     if (!operation.Lists(request)) continue;
     ++listed;
@@ -694,8 +694,25 @@ TEST(DiagnosisTest, QueuedBetweenThreads) {
     CheckPartsAddUp(request, duration, where);
     EXPECT_EQ(String(request.value("passed_from", json()), "thread"), "acceptor") << Excerpt(request);
     EXPECT_EQ(String(request, "thread"), "worker") << Excerpt(request);
+    // What the worker did while it waited: its own time then, which the
+    // wait's length bounds (off CPU includes waiting for one). The slowest
+    // waited behind a flush: mostly on CPU outside requests.
+    const json& taker = request.value("taker_while_queued", json());
+    ASSERT_TRUE(taker.is_object() && taker.value("known", false)) << where << Excerpt(request);
+    const double outside = Number(taker, "outside_requests_ns");
+    const double meanwhile = outside + Number(taker, "in_other_requests_ns") + Number(taker, "off_cpu_ns");
+    EXPECT_TRUE(Near(meanwhile, Number(request, "queued_ns"), 0.02, 300e3))
+        << where << ": the worker's time while it was queued " << FormatMs(meanwhile)
+        << ", queued " << FormatMs(Number(request, "queued_ns")) << "\n" << Excerpt(request);
+    if (listed == 1) {
+      EXPECT_GE(outside, 0.5 * Number(request, "queued_ns"))
+          << where << ": the slowest waited while the worker flushed\n" << Excerpt(request);
+    }
+    in_flush += String(taker, "function") == "flush_log";
   }
   EXPECT_GT(listed, 0) << Excerpt(traced.report.value("slowest", json()), 3000);
+  EXPECT_GT(in_flush, 0) << "no slow request's wait sampled the worker in flush_log\n"
+                         << Excerpt(traced.report.value("slowest", json()), 3000);
   EXPECT_NE(FirstLines(traced.text, 30).find("mostly in flush_log"), std::string::npos)
       << FirstLines(traced.text, 40);
 }

@@ -442,15 +442,94 @@ TEST(ReportModelTest, AnOperationPassedBetweenThreadsIsOneRequestWithItsQueuedTi
   EXPECT_EQ(request.args, std::vector<int64_t>{7});
   ExpectPartsAddUp(request.breakdown);
 
+  // Meanwhile the worker ran, outside requests, the whole 17 µs.
+  EXPECT_EQ(request.breakdown.taker.outside_ns, 17'000u);
+  EXPECT_EQ(request.breakdown.taker.inside_ns, 0u);
+  EXPECT_EQ(request.breakdown.taker.off_cpu_ns, 0u);
+  EXPECT_EQ(request.breakdown.taker.unknown, 0u);
+
   const std::string text = ReportText(model, {});
   EXPECT_NE(text.find("queued 0.017 ms after acceptor (tid 21, server) passed it on, until worker "
                       "(tid 22, server) took it up"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("meanwhile worker ran 0.017 ms outside requests, 0.000 ms in other requests, "
+                      "and was off CPU 0.000 ms"),
             std::string::npos) << text;
   EXPECT_NE(text.find("on worker (tid 22, server) (from acceptor (tid 21, server))"),
             std::string::npos) << text;
   const std::string json = ReportJson(model, {});
   EXPECT_NE(json.find("\"queued_ns\":17000"), std::string::npos) << json;
   EXPECT_NE(json.find("\"passed_from\":{\"tid\":21"), std::string::npos) << json;
+}
+
+// While request 7 waits (3 → 20 µs) the worker runs 1 µs outside
+// requests, handles request 8 (5 µs), sleeps 6 µs, then runs 5 µs more
+// outside requests: what it did instead is those parts, exactly.
+TEST(ReportModelTest, WhatTheTakerDidWhileARequestWasQueuedIsItsOwnTimeThen) {
+  ReportModel model({});
+  model.Add({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "server"}});
+  model.Add({.time_ns = 1'000, .tid = kAcceptor, .payload = format::ThreadInfo{.pid = kPid, .name = "acceptor"}});
+  model.Add({.time_ns = 1'000, .tid = kWorker, .payload = format::ThreadInfo{.pid = kPid, .name = "worker"}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kAcceptor, 0}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
+  model.Add({.time_ns = 2'000, .tid = kAcceptor, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kAcceptor,
+             .payload = format::OperationEnd{.operation_id = 7, .passed = true}});
+  model.Add({.time_ns = 4'000, .tid = kWorker, .payload = format::OperationBegin{8, "request"}});
+  model.Add({.time_ns = 9'000, .tid = kWorker, .payload = format::OperationEnd{8}});
+  model.Add({.time_ns = 9'000, .tid = kWorker, .cpu = 1, .payload = format::SchedSwitch{0, 1}});
+  model.Add({.time_ns = 15'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
+  model.Add({.time_ns = 20'000, .tid = kWorker, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 21'000, .tid = kWorker, .payload = format::OperationEnd{7}});
+  model.Finish();
+
+  const RequestReport* seven = nullptr;
+  for (const RequestReport& request : model.slowest()) {
+    if (request.args == std::vector<int64_t>{7}) seven = &request;
+  }
+  ASSERT_NE(seven, nullptr);
+  const Breakdown& b = seven->breakdown;
+  EXPECT_EQ(b.queued_ns, 17'000u);
+  EXPECT_EQ(b.taker.outside_ns, 6'000u);
+  EXPECT_EQ(b.taker.inside_ns, 5'000u);
+  EXPECT_EQ(b.taker.off_cpu_ns, 6'000u);
+  EXPECT_EQ(b.taker.outside_ns + b.taker.inside_ns + b.taker.off_cpu_ns, b.queued_ns);
+  const std::string text = ReportText(model, {});
+  EXPECT_NE(text.find("meanwhile worker ran 0.006 ms outside requests, 0.005 ms in other requests, "
+                      "and was off CPU 0.006 ms"),
+            std::string::npos) << text;
+  const std::string json = ReportJson(model, {});
+  EXPECT_NE(json.find("\"taker_while_queued\":{\"outside_requests_ns\":6000,\"in_other_requests_ns\":5000,"
+                      "\"off_cpu_ns\":6000,\"function\":\"\",\"known\":true}"),
+            std::string::npos) << json;
+}
+
+// The worker switches 300 times while the request waits: more than the
+// history it keeps, so what it did then is said to be unknown, not guessed.
+TEST(ReportModelTest, ATakerWhoseHistoryDoesNotReachThePassIsUnknown) {
+  ReportModel model({});
+  model.Add({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "server"}});
+  model.Add({.time_ns = 1'000, .tid = kAcceptor, .payload = format::ThreadInfo{.pid = kPid, .name = "acceptor"}});
+  model.Add({.time_ns = 1'000, .tid = kWorker, .payload = format::ThreadInfo{.pid = kPid, .name = "worker"}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kAcceptor, 0}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
+  model.Add({.time_ns = 2'000, .tid = kAcceptor, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kAcceptor,
+             .payload = format::OperationEnd{.operation_id = 7, .passed = true}});
+  uint64_t t = 4'000;
+  for (int i = 0; i < 300; ++i, t += 2'000) {
+    model.Add({.time_ns = t, .tid = kWorker, .cpu = 1, .payload = format::SchedSwitch{0, 1}});
+    model.Add({.time_ns = t + 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
+  }
+  model.Add({.time_ns = t, .tid = kWorker, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = t + 1'000, .tid = kWorker, .payload = format::OperationEnd{7}});
+  model.Finish();
+
+  ASSERT_EQ(model.slowest().size(), 1u);
+  EXPECT_EQ(model.slowest()[0].breakdown.taker.unknown, 1u);
+  const std::string text = ReportText(model, {});
+  EXPECT_NE(text.find("meanwhile worker: not known"), std::string::npos) << text;
+  EXPECT_NE(ReportJson(model, {}).find("\"known\":false"), std::string::npos);
 }
 
 // Passed on and never taken up: no duration to report, and said so.
