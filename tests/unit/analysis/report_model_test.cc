@@ -395,7 +395,9 @@ TEST(ReportModelTest, AKindWhoseBeginsOrEndsMayBeLostSaysItsTimesAreApproximate)
 // it queued between them.
 constexpr uint32_t kAcceptor = 21, kWorker = 22;
 
-void Handoff(ReportModel& model, bool taken_up) {
+// Both threads running from 1 µs; request 7 begun by the acceptor at 2 µs
+// and passed on at 3 µs.
+void PassSeven(ReportModel& model) {
   model.Add({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "server"}});
   model.Add({.time_ns = 1'000, .tid = kAcceptor, .payload = format::ThreadInfo{.pid = kPid, .name = "acceptor"}});
   model.Add({.time_ns = 1'000, .tid = kWorker, .payload = format::ThreadInfo{.pid = kPid, .name = "worker"}});
@@ -404,6 +406,10 @@ void Handoff(ReportModel& model, bool taken_up) {
   model.Add({.time_ns = 2'000, .tid = kAcceptor, .payload = format::OperationBegin{7, "request"}});
   model.Add({.time_ns = 3'000, .tid = kAcceptor,
              .payload = format::OperationEnd{.operation_id = 7, .passed = true}});
+}
+
+void Handoff(ReportModel& model, bool taken_up) {
+  PassSeven(model);
   if (taken_up) {
     model.Add({.time_ns = 20'000, .tid = kWorker, .payload = format::OperationBegin{7, "request"}});
     model.Add({.time_ns = 21'000, .tid = kWorker, .payload = format::OperationEnd{7}});
@@ -467,14 +473,7 @@ TEST(ReportModelTest, AnOperationPassedBetweenThreadsIsOneRequestWithItsQueuedTi
 // outside requests: what it did instead is those parts, exactly.
 TEST(ReportModelTest, WhatTheTakerDidWhileARequestWasQueuedIsItsOwnTimeThen) {
   ReportModel model({});
-  model.Add({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "server"}});
-  model.Add({.time_ns = 1'000, .tid = kAcceptor, .payload = format::ThreadInfo{.pid = kPid, .name = "acceptor"}});
-  model.Add({.time_ns = 1'000, .tid = kWorker, .payload = format::ThreadInfo{.pid = kPid, .name = "worker"}});
-  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kAcceptor, 0}});
-  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
-  model.Add({.time_ns = 2'000, .tid = kAcceptor, .payload = format::OperationBegin{7, "request"}});
-  model.Add({.time_ns = 3'000, .tid = kAcceptor,
-             .payload = format::OperationEnd{.operation_id = 7, .passed = true}});
+  PassSeven(model);
   model.Add({.time_ns = 4'000, .tid = kWorker, .payload = format::OperationBegin{8, "request"}});
   model.Add({.time_ns = 9'000, .tid = kWorker, .payload = format::OperationEnd{8}});
   model.Add({.time_ns = 9'000, .tid = kWorker, .cpu = 1, .payload = format::SchedSwitch{0, 1}});
@@ -508,14 +507,7 @@ TEST(ReportModelTest, WhatTheTakerDidWhileARequestWasQueuedIsItsOwnTimeThen) {
 // history it keeps, so what it did then is said to be unknown, not guessed.
 TEST(ReportModelTest, ATakerWhoseHistoryDoesNotReachThePassIsUnknown) {
   ReportModel model({});
-  model.Add({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "server"}});
-  model.Add({.time_ns = 1'000, .tid = kAcceptor, .payload = format::ThreadInfo{.pid = kPid, .name = "acceptor"}});
-  model.Add({.time_ns = 1'000, .tid = kWorker, .payload = format::ThreadInfo{.pid = kPid, .name = "worker"}});
-  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kAcceptor, 0}});
-  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
-  model.Add({.time_ns = 2'000, .tid = kAcceptor, .payload = format::OperationBegin{7, "request"}});
-  model.Add({.time_ns = 3'000, .tid = kAcceptor,
-             .payload = format::OperationEnd{.operation_id = 7, .passed = true}});
+  PassSeven(model);
   uint64_t t = 4'000;
   for (int i = 0; i < 300; ++i, t += 2'000) {
     model.Add({.time_ns = t, .tid = kWorker, .cpu = 1, .payload = format::SchedSwitch{0, 1}});
