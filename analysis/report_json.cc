@@ -115,6 +115,7 @@ Json Request(const RequestReport& request, uint64_t first_ns) {
                          : Json{{"outside_requests_ns", b.taker.outside_ns},
                                 {"in_other_requests_ns", b.taker.inside_ns},
                                 {"off_cpu_ns", b.taker.off_cpu_ns},
+                                {"unplaced_ns", b.taker.unplaced_ns},
                                 {"function", b.taker.function},
                                 {"known", b.taker.unknown == 0}};
   out["blocking_stack"] = b.stacks.empty() ? Json::array() : Frames(b.stacks.front().frames);

@@ -108,7 +108,7 @@ void ReportModel::AddSample(const format::Record& record, uint32_t stack,
   if (!stacks_.threads().Traced(record.tid)) return;
   if (options_.pid && stacks_.threads().PidOf(record.tid) != *options_.pid) return;
   const bool in_window = InWindow(record.time_ns);
-  accounts_[record.tid].ledger.AddSample(record.time_ns, stack, !sample.kernel_stack.empty(),
+  AccountOf(record.tid).ledger.AddSample(record.time_ns, stack, !sample.kernel_stack.empty(),
                                          in_window);
   if (in_window && stack != 0) {
     ++samples_by_stack_[stack];
@@ -141,8 +141,8 @@ uint64_t ReportModel::WindowPart(uint64_t begin_ns, uint64_t end_ns) const {
 void ReportModel::Settle(uint32_t tid, ThreadAccount& account, uint64_t now) {
   if (timeline_.state(tid) != ThreadState::kRunning) return;
   const uint64_t from = std::max(account.settled_until, timeline_.since(tid));
-  account.settled_until = now;
   if (now <= from) return;
+  account.settled_until = now;
   const uint64_t ns = now - from;
   StateInterval running{.tid = tid, .state = ThreadState::kRunning, .begin_ns = from, .end_ns = now};
   account.ledger.AddInterval(running, ns, WindowPart(from, now));
@@ -150,7 +150,7 @@ void ReportModel::Settle(uint32_t tid, ThreadAccount& account, uint64_t now) {
 
 void ReportModel::OnInterval(const StateInterval& interval) {
   if (options_.pid && stacks_.threads().PidOf(interval.tid) != *options_.pid) return;
-  ThreadAccount& account = accounts_[interval.tid];
+  ThreadAccount& account = AccountOf(interval.tid);
   if (interval.state == ThreadState::kRunning) {
     const uint64_t from = std::max(account.settled_until, interval.begin_ns);
     account.settled_until = std::max(account.settled_until, interval.end_ns);
@@ -163,8 +163,14 @@ void ReportModel::OnInterval(const StateInterval& interval) {
                              WindowPart(interval.begin_ns, interval.end_ns));
 }
 
+ReportModel::ThreadAccount& ReportModel::AccountOf(uint32_t tid) {
+  auto [it, added] = accounts_.try_emplace(tid);
+  if (added && passes_seen_) it->second.ledger.KeepHistory();
+  return it->second;
+}
+
 void ReportModel::Begin(const format::Record& record, const RequestMark& mark) {
-  ThreadAccount& account = accounts_[record.tid];
+  ThreadAccount& account = AccountOf(record.tid);
   timeline_.Flush(record.tid);
   Settle(record.tid, account, record.time_ns);
   if (kind_stats_.size() < kinds_.kinds().size()) kind_stats_.resize(kinds_.kinds().size());
@@ -207,6 +213,12 @@ void ReportModel::Begin(const format::Record& record, const RequestMark& mark) {
 }
 
 void ReportModel::Pass(const format::Record& record, ThreadAccount& account, OpenRequest request) {
+  if (!passes_seen_) {
+    // From here on every thread may be the one a passed request waits for:
+    // what each does is kept for a while (ThreadLedger::BusyBetween).
+    passes_seen_ = true;
+    for (auto& [tid, each] : accounts_) each.ledger.KeepHistory();
+  }
   std::unique_ptr<Passed> passed = std::move(request.carried);
   if (!passed) {
     passed = std::make_unique<Passed>();
@@ -408,9 +420,11 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
   for (const auto& [key, ns] : a.handoffs.Largest(kRows)) {
     b.handoffs.push_back({NameOf(static_cast<uint32_t>(key >> 32)), NameOf(static_cast<uint32_t>(key)), ns});
   }
+  const uint64_t placed = a.taker_outside_ns + a.taker_inside_ns + a.taker_off_cpu_ns;
   b.taker = {.outside_ns = a.taker_outside_ns,
              .inside_ns = a.taker_inside_ns,
              .off_cpu_ns = a.taker_off_cpu_ns,
+             .unplaced_ns = a.queued_ns > placed ? a.queued_ns - placed : 0,
              .unknown = a.taker_unknown,
              .function = TopApplicationFunction(a.taker_samples)};
   absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint64_t>> doing;  // tid -> best (stack, ns)
@@ -524,8 +538,10 @@ std::string ReportModel::TakerBusy(const ThreadName& taker) const {
   const Anatomy& outside = it->second.ledger.outside();
   const std::string hottest = TopApplicationFunction(outside.samples);
   auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
-  return fmt::format("; {}'s CPU time over the trace: {:.3f} ms outside requests{}, {:.3f} ms in them",
-                     taker.thread, ms(outside.on_cpu_ns),
+  const std::string window = WindowLabel();
+  return fmt::format("; {}'s CPU time {}: {:.3f} ms outside requests{}, {:.3f} ms in them",
+                     taker.thread, window.empty() ? "over the trace" : window.substr(1),
+                     ms(outside.on_cpu_ns),
                      hottest.empty() ? "" : fmt::format(" (mostly in {}, sampled)", hottest),
                      ms(inside.on_cpu_ns));
 }

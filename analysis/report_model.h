@@ -84,8 +84,9 @@ struct Breakdown {
   // While queued, what the takers did instead (Anatomy::taker_*).
   struct WhileQueued {
     uint64_t outside_ns = 0, inside_ns = 0, off_cpu_ns = 0;
-    uint64_t unknown = 0;  // take-ups whose taker's history was too short
-    std::string function;  // sampled, outside requests
+    uint64_t unplaced_ns = 0;  // of the queued time: when the trace cannot say what it did
+    uint64_t unknown = 0;      // take-ups whose taker's history was too short
+    std::string function;      // sampled, outside requests
   };
   WhileQueued taker;
   std::string sentence;
@@ -234,6 +235,8 @@ class ReportModel {
   // "; worker's CPU time: …": what the thread that took queued work up was
   // busy with instead, over the window.
   std::string TakerBusy(const ThreadName& taker) const;
+  // The thread's account, made (keeping history once passes are seen) if new.
+  ThreadAccount& AccountOf(uint32_t tid);
   // The innermost application function most samples are in ("" none).
   std::string TopApplicationFunction(const Counts<uint32_t>& samples) const;
 
@@ -243,6 +246,7 @@ class ReportModel {
   RequestKinds kinds_;
   std::vector<KindStats> kind_stats_;
   absl::flat_hash_map<uint32_t, ThreadAccount> accounts_;
+  bool passes_seen_ = false;  // an operation was passed between threads
   std::vector<Finished> finished_;  // the slowest, slowest first
   absl::flat_hash_map<uint64_t, std::unique_ptr<Passed>> passed_;  // by request key
   std::map<std::string, uint64_t> usdt_;

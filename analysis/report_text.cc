@@ -62,24 +62,25 @@ void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
     out += fmt::format("{}queued {} after {} passed it on, until {} took it up\n", indent, Ms(h.ns),
                        Who(h.from), Who(h.to));
   }
-  // One request's: summed over many, a taker's time would count once per request.
-  if (b.count == 1 && !b.handoffs.empty()) {
-    const Breakdown::WhileQueued& t = b.taker;
+  // One request's: summed over many, a taker's time would count once per
+  // request. Nothing placed (no scheduler records) says nothing.
+  const Breakdown::WhileQueued& t = b.taker;
+  if (b.count == 1 && !b.handoffs.empty() && (t.unknown != 0 || t.unplaced_ns < b.queued_ns)) {
     const std::string taker =
         b.handoffs.size() == 1 ? b.handoffs.front().to.thread : "the threads that took it up";
     if (t.unknown != 0) {
-      out += fmt::format("{}meanwhile {}: not known (the trace keeps its last few hundred switches)\n",
+      out += fmt::format("{}meanwhile {}: not known (the report keeps each thread's last 256 "
+                         "intervals)\n",
                          indent, taker);
     } else {
-      const uint64_t placed = t.outside_ns + t.inside_ns + t.off_cpu_ns;
       out += fmt::format("{}meanwhile {} ran {} outside requests{}, {} in other requests, and was off "
                          "CPU {}{}\n",
                          indent, taker, Ms(t.outside_ns),
                          t.function.empty() ? "" : fmt::format(" (mostly in {}, sampled)", t.function),
                          Ms(t.inside_ns), Ms(t.off_cpu_ns),
-                         b.queued_ns > placed
-                             ? fmt::format("; {} of the wait the trace cannot place", Ms(b.queued_ns - placed))
-                             : "");
+                         t.unplaced_ns == 0
+                             ? ""
+                             : fmt::format("; {} of the wait the trace cannot place", Ms(t.unplaced_ns)));
     }
   }
   if (b.throttled_ns > 0) {

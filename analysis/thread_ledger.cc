@@ -1,7 +1,5 @@
 #include "analysis/thread_ledger.h"
 
-#include <algorithm>
-
 namespace loupe::analysis {
 
 void ThreadLedger::Close() {
@@ -21,7 +19,7 @@ ThreadLedger::Mark ThreadLedger::Now() const {
 // and who woke it are kept for requests.
 void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint64_t window_ns) {
   Anatomy& totals = depth_ > 0 ? inside_ : outside_;
-  if (interval.state != ThreadState::kUnknown) {
+  if (keep_history_ && interval.state != ThreadState::kUnknown) {
     // Running time may come in parts (requests opened or closed within
     // it): this call's is the last `ns` of the interval.
     Remember(interval.end_ns - ns, interval.end_ns,
@@ -75,13 +73,7 @@ void ThreadLedger::AddSample(uint64_t time_ns, uint32_t stack, bool kernel, bool
   if (depth_ == 0) {
     // What a thread does between requests: where queued work waited for it.
     if (in_window && stack != 0) outside_.samples.Add(stack, 1);
-    if (stack != 0) {
-      if (past_samples_.size() == kHistory) {
-        past_samples_.pop_front();
-        past_samples_cut_ = true;
-      }
-      past_samples_.push_back({time_ns, stack});
-    }
+    if (keep_history_ && stack != 0) past_samples_.Push({time_ns, stack});
     return;
   }
   if (evidence_.size() >= kMaxEvidence) {
@@ -118,41 +110,45 @@ void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence)
 
 void ThreadLedger::Remember(uint64_t begin_ns, uint64_t end_ns, Doing doing) {
   totals_[doing] += end_ns - begin_ns;
-  if (past_.size() == kHistory) {
-    past_.pop_front();
-    past_cut_ = true;
-  }
-  past_.push_back({begin_ns, end_ns, doing, totals_});
+  past_.Push({begin_ns, end_ns, doing, totals_});
 }
 
 std::array<uint64_t, 3> ThreadLedger::TotalsAt(uint64_t time_ns) const {
   // The first interval ending after `time_ns`: what came before it is in
   // the totals of the one before; of it, the part before `time_ns`.
-  auto after = std::upper_bound(past_.begin(), past_.end(), time_ns,
-                                [](uint64_t t, const Past& p) { return t < p.end_ns; });
+  size_t low = 0, high = past_.size();
+  while (low < high) {
+    const size_t middle = low + (high - low) / 2;
+    if (past_[middle].end_ns <= time_ns) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
   std::array<uint64_t, 3> totals = {};
-  if (after != past_.begin()) {
-    totals = std::prev(after)->totals;
+  if (low > 0) {
+    totals = past_[low - 1].totals;
   } else if (!past_.empty()) {
-    const Past& oldest = past_.front();
+    const Past& oldest = past_[0];
     totals = oldest.totals;
     totals[oldest.doing] -= oldest.end_ns - oldest.begin_ns;
   }
-  if (after != past_.end() && after->begin_ns < time_ns) {
-    totals[after->doing] += time_ns - after->begin_ns;
+  if (low < past_.size() && past_[low].begin_ns < time_ns) {
+    totals[past_[low].doing] += time_ns - past_[low].begin_ns;
   }
   return totals;
 }
 
 std::optional<ThreadLedger::Busy> ThreadLedger::BusyBetween(uint64_t from_ns, uint64_t to_ns) const {
   // Dropped history leaves what came before the oldest kept unknown.
-  if (past_cut_ && (past_.empty() || from_ns < past_.front().begin_ns)) return std::nullopt;
+  if (past_.dropped() && from_ns < past_[0].begin_ns) return std::nullopt;
   const std::array<uint64_t, 3> from = TotalsAt(from_ns), to = TotalsAt(to_ns);
-  Busy busy{.outside_ns = to[kOutside] - from[kOutside],
-            .inside_ns = to[kInside] - from[kInside],
-            .off_cpu_ns = to[kOffCpu] - from[kOffCpu]};
-  if (!past_samples_cut_ || (!past_samples_.empty() && past_samples_.front().time_ns <= from_ns)) {
-    for (const PastSample& sample : past_samples_) {
+  // Intervals come in time order; were one not to, a negative part is none.
+  auto part = [&](Doing doing) { return to[doing] > from[doing] ? to[doing] - from[doing] : 0; };
+  Busy busy{.outside_ns = part(kOutside), .inside_ns = part(kInside), .off_cpu_ns = part(kOffCpu)};
+  if (!past_samples_.dropped() || past_samples_[0].time_ns <= from_ns) {
+    for (size_t i = 0; i < past_samples_.size(); ++i) {
+      const PastSample& sample = past_samples_[i];
       if (sample.time_ns >= from_ns && sample.time_ns < to_ns) busy.samples.push_back(sample.stack);
     }
   }

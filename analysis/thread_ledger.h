@@ -12,11 +12,11 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <vector>
 
 #include "analysis/anatomy.h"
+#include "analysis/recent.h"
 #include "analysis/thread_timeline.h"
 
 namespace loupe::analysis {
@@ -46,14 +46,17 @@ class ThreadLedger {
   void AddSince(const Mark& mark, Anatomy* into, bool with_evidence) const;
 
   // What the thread did over a past stretch, from its recent history: on
-  // CPU outside requests and in them, off CPU, and its samples outside
-  // requests. What another thread's queued request waited for it through.
+  // CPU outside requests and in them (the requests the report follows),
+  // off CPU, and its samples outside requests. What another thread's
+  // queued request waited for it through. History is kept from the first
+  // KeepHistory() (every interval that reaches past that time included).
+  void KeepHistory() { keep_history_ = true; }
   struct Busy {
     uint64_t outside_ns = 0, inside_ns = 0, off_cpu_ns = 0;
     std::vector<uint32_t> samples;  // stacks
   };
-  // nullopt when the history kept (its last kHistory intervals and
-  // samples) does not reach back to `from`.
+  // nullopt when the history kept (its last kHistory intervals) does not
+  // reach back to `from`; `samples` empty when those kept do not.
   std::optional<Busy> BusyBetween(uint64_t from_ns, uint64_t to_ns) const;
 
   const Anatomy& inside() const { return inside_; }
@@ -63,9 +66,9 @@ class ThreadLedger {
   // A log past this many entries stops keeping samples and holders: a
   // request open that long says its evidence is partial instead of growing memory.
   static constexpr size_t kMaxEvidence = 1 << 18;
-  // Intervals (and samples) of history kept: a few hundred context
-  // switches back, a queue's wait and more for all but the busiest threads,
-  // in a few kilobytes a thread.
+  // Intervals (and samples) of history kept: a queue's wait and more for
+  // all but the busiest threads (running time is split at every request's
+  // begin and end), in at most 16 KiB a thread.
   static constexpr size_t kHistory = 256;
   enum Doing : uint8_t { kOutside, kInside, kOffCpu };
   struct Past {
@@ -97,10 +100,10 @@ class ThreadLedger {
   std::vector<Blocked> blocked_;
   std::vector<Evidence> evidence_;
   Anatomy inside_, outside_;
-  std::deque<Past> past_;
-  std::deque<PastSample> past_samples_;
+  bool keep_history_ = false;
+  Recent<Past, kHistory> past_;
+  Recent<PastSample, kHistory> past_samples_;
   std::array<uint64_t, 3> totals_ = {};
-  bool past_cut_ = false, past_samples_cut_ = false;  // the oldest were dropped
 };
 
 }  // namespace loupe::analysis

@@ -52,6 +52,10 @@ placed="placed at real-time priority"
 if ! "${limits[@]}" true 2> /dev/null; then
   echo "note: root here cannot raise RLIMIT_RTPRIO (no CAP_SYS_RESOURCE): louped runs without the unit's LimitRTPRIO"
   limits=(prlimit --rtprio="$(ulimit -Hr)")
+fi
+# What louped's user can get under that limit decides what it must say.
+if ! "${limits[@]}" setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+     --bounding-set=-all chrt -f 1 true 2> /dev/null; then
   placed="placed at normal priority (neither CAP_SYS_NICE nor an RLIMIT_RTPRIO of 1"
 fi
 

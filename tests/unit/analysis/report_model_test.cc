@@ -499,7 +499,7 @@ TEST(ReportModelTest, WhatTheTakerDidWhileARequestWasQueuedIsItsOwnTimeThen) {
             std::string::npos) << text;
   const std::string json = ReportJson(model, {});
   EXPECT_NE(json.find("\"taker_while_queued\":{\"outside_requests_ns\":6000,\"in_other_requests_ns\":5000,"
-                      "\"off_cpu_ns\":6000,\"function\":\"\",\"known\":true}"),
+                      "\"off_cpu_ns\":6000,\"unplaced_ns\":0,\"function\":\"\",\"known\":true}"),
             std::string::npos) << json;
 }
 
@@ -522,6 +522,23 @@ TEST(ReportModelTest, ATakerWhoseHistoryDoesNotReachThePassIsUnknown) {
   const std::string text = ReportText(model, {});
   EXPECT_NE(text.find("meanwhile worker: not known"), std::string::npos) << text;
   EXPECT_NE(ReportJson(model, {}).find("\"known\":false"), std::string::npos);
+}
+
+// Without scheduler records nothing says what the worker did meanwhile:
+// no line claims it, and JSON says all of it is unplaced.
+TEST(ReportModelTest, WithoutSchedulerRecordsTheTakerIsNotDescribed) {
+  ReportModel model({});
+  model.Add({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "server"}});
+  model.Add({.time_ns = 2'000, .tid = kAcceptor, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kAcceptor,
+             .payload = format::OperationEnd{.operation_id = 7, .passed = true}});
+  model.Add({.time_ns = 20'000, .tid = kWorker, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 21'000, .tid = kWorker, .payload = format::OperationEnd{7}});
+  model.Finish();
+  ASSERT_EQ(model.slowest().size(), 1u);
+  EXPECT_EQ(model.slowest()[0].breakdown.taker.unplaced_ns, 17'000u);
+  const std::string text = ReportText(model, {});
+  EXPECT_EQ(text.find("meanwhile"), std::string::npos) << text;
 }
 
 // Passed on and never taken up: no duration to report, and said so.
