@@ -14,7 +14,11 @@ namespace {
 bool IsSystemPath(std::string_view path) {
   return path.starts_with("/lib/") || path.starts_with("/usr/lib/") ||
          path.starts_with("/lib64/") || path.starts_with("/usr/lib64/") ||
-         path.find("/ld-linux") != std::string_view::npos;
+         path.find("/ld-linux") != std::string_view::npos ||
+         // Code the kernel maps into every process: the vDSO's clock reads,
+         // the uprobes' single-step and return trampolines.
+         path.starts_with("[vdso") || path.starts_with("[vsyscall") ||
+         path.starts_with("[uprobes");
 }
 
 }  // namespace

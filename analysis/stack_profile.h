@@ -23,7 +23,9 @@ struct NamedFrame {
   std::string file;
   uint32_t line = 0;
   bool kernel = false;
-  bool system = false;  // from a system library (/lib, /usr/lib): not the application's code
+  // From a system library (/lib, /usr/lib) or code the kernel maps in (the
+  // vDSO, uprobes' trampolines): not the application's code.
+  bool system = false;
 };
 
 struct StackTotals {

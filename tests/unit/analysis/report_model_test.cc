@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "analysis/report_output.h"
 
 namespace loupe::analysis {
@@ -470,16 +472,37 @@ TEST(ReportModelTest, AnOperationPassedBetweenThreadsIsOneRequestWithItsQueuedTi
 
 // While request 7 waits (3 → 20 µs) the worker runs 1 µs outside
 // requests, handles request 8 (5 µs), sleeps 6 µs, then runs 5 µs more
-// outside requests: what it did instead is those parts, exactly.
+// outside requests, sampled in compact_index reading the clock through
+// the vDSO: what it did instead is those parts, exactly, and the function
+// is the application's.
 TEST(ReportModelTest, WhatTheTakerDidWhileARequestWasQueuedIsItsOwnTimeThen) {
+  constexpr uint64_t kVdsoClock = 0x7fff00000100, kCompactIndex = 0x403000;
+  const uint64_t sampled[] = {kVdsoClock, kCompactIndex};
   ReportModel model({});
   PassSeven(model);
   model.Add({.time_ns = 4'000, .tid = kWorker, .payload = format::OperationBegin{8, "request"}});
   model.Add({.time_ns = 9'000, .tid = kWorker, .payload = format::OperationEnd{8}});
   model.Add({.time_ns = 9'000, .tid = kWorker, .cpu = 1, .payload = format::SchedSwitch{0, 1}});
   model.Add({.time_ns = 15'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
+  model.Add({.time_ns = 17'000, .tid = kWorker, .cpu = 1,
+             .payload = format::CpuSample{.user_stack = sampled}});
   model.Add({.time_ns = 20'000, .tid = kWorker, .payload = format::OperationBegin{7, "request"}});
   model.Add({.time_ns = 21'000, .tid = kWorker, .payload = format::OperationEnd{7}});
+  v1::SymbolTable symbols;
+  for (const char* path : {"[vdso]", "/srv/server"}) {
+    auto* mapping = symbols.add_mappings();
+    mapping->set_pid(kPid);
+    mapping->set_path(path);
+  }
+  for (auto [address, mapping, function] : {std::tuple{kVdsoClock, 1u, "__vdso_clock_gettime"},
+                                            std::tuple{kCompactIndex, 2u, "compact_index"}}) {
+    auto* entry = symbols.add_addresses();
+    entry->set_pid(kPid);
+    entry->set_address(address);
+    entry->set_mapping(mapping);
+    entry->add_frames()->set_function(function);
+  }
+  model.AddSymbols(symbols);
   model.Finish();
 
   const RequestReport* seven = nullptr;
@@ -494,12 +517,12 @@ TEST(ReportModelTest, WhatTheTakerDidWhileARequestWasQueuedIsItsOwnTimeThen) {
   EXPECT_EQ(b.taker.off_cpu_ns, 6'000u);
   EXPECT_EQ(b.taker.outside_ns + b.taker.inside_ns + b.taker.off_cpu_ns, b.queued_ns);
   const std::string text = ReportText(model, {});
-  EXPECT_NE(text.find("meanwhile worker ran 0.006 ms outside requests, 0.005 ms in other requests, "
-                      "and was off CPU 0.006 ms"),
+  EXPECT_NE(text.find("meanwhile worker ran 0.006 ms outside requests (mostly in compact_index, "
+                      "sampled), 0.005 ms in other requests, and was off CPU 0.006 ms"),
             std::string::npos) << text;
   const std::string json = ReportJson(model, {});
   EXPECT_NE(json.find("\"taker_while_queued\":{\"outside_requests_ns\":6000,\"in_other_requests_ns\":5000,"
-                      "\"off_cpu_ns\":6000,\"unplaced_ns\":0,\"function\":\"\",\"known\":true}"),
+                      "\"off_cpu_ns\":6000,\"unplaced_ns\":0,\"function\":\"compact_index\",\"known\":true}"),
             std::string::npos) << json;
 }
 
