@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <new>
@@ -118,6 +119,28 @@ void CloseAll(std::vector<Link> links) {
   for (std::thread& closer : closers) closer.join();
 }
 
+// Each site is placed under the target's mmap_lock held for write, and the
+// kernel places a link's sites back to back, retaking the lock at once
+// after each. A target thread that needs the lock for write meanwhile (its
+// first single-stepped probe hit maps the XOL area; a new thread's stack,
+// a large mmap) cannot get it before the rwsem's hand-off timeout, a jiffy:
+// 3.8-9.6 ms in attach_stall.sh (bpftrace: __create_xol_area ->
+// down_write_killable, arch_uprobe_optimize -> down_write). Links of at most
+// kMaxSitesPerLink sites with a pause between them let a waiting writer in
+// after one link's holds (0.2-0.6 ms) at the cost of more links to close.
+constexpr std::chrono::microseconds kPauseBetweenLinks{100};
+
+class PlacementPacer {
+ public:
+  void BeforeNextLink() {
+    if (placed_any_) std::this_thread::sleep_for(kPauseBetweenLinks);
+    placed_any_ = true;
+  }
+
+ private:
+  bool placed_any_ = false;
+};
+
 std::string AttachWarning(const probes::ProbeAttachment& site, std::string_view error) {
   return fmt::format("attach uprobe pid={} {} offset {:#x}: {}", site.pid, site.path,
                      site.file_offset, error);
@@ -157,9 +180,9 @@ void ProbeLinks::Detach() {
   objects_->multi_sites = 0;
 }
 
-// The sites grouped by what one multi link shares: program, file and pid.
-// A group the kernel refuses is retried site by site, so one bad site costs
-// only itself, as with links of one site.
+// The sites grouped by what one multi link shares: program, file and pid,
+// in links of at most kMaxSitesPerLink. A link the kernel refuses is retried
+// site by site, so one bad site costs only itself, as with links of one site.
 //
 // Function entries are linked first, the sites on nops (the shim's, USDT)
 // last: x86 kernels (6.18+) turn a probed 5-byte nop into a call on its
@@ -195,11 +218,17 @@ void ProbeLinks::AttachMulti(const probes::ProbePlan& plan, bool system_wide,
     objects_->multi_sites += sites.size();
     return absl::OkStatus();
   };
-  for (const auto& [key, sites] : groups) {
-    if (link(key, sites).ok()) continue;
-    for (const probes::ProbeAttachment* site : sites) {
-      if (absl::Status status = link(key, {&site, 1}); !status.ok()) {
-        warnings->push_back(AttachWarning(*site, status.ToString()));
+  PlacementPacer pacer;
+  for (const auto& [key, group] : groups) {
+    const std::span<const probes::ProbeAttachment* const> all(group);
+    for (size_t first = 0; first < all.size(); first += kMaxSitesPerLink) {
+      const auto part = all.subspan(first, std::min(kMaxSitesPerLink, all.size() - first));
+      pacer.BeforeNextLink();
+      if (link(key, part).ok()) continue;
+      for (const probes::ProbeAttachment* site : part) {
+        if (absl::Status status = link(key, {&site, 1}); !status.ok()) {
+          warnings->push_back(AttachWarning(*site, status.ToString()));
+        }
       }
     }
   }
@@ -207,7 +236,10 @@ void ProbeLinks::AttachMulti(const probes::ProbePlan& plan, bool system_wide,
 
 void ProbeLinks::AttachEach(const probes::ProbePlan& plan, bool system_wide,
                             std::vector<std::string>* warnings) {
-  for (const probes::ProbeAttachment& site : plan.attachments) {
+  PlacementPacer pacer;
+  for (size_t i = 0; i < plan.attachments.size(); ++i) {
+    const probes::ProbeAttachment& site = plan.attachments[i];
+    if (i % kMaxSitesPerLink == 0) pacer.BeforeNextLink();
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = site.semaphore_offset,
                 .bpf_cookie = site.cookie,
                 .retprobe = site.program == probes::ProbeProgram::kUprobeReturn);

@@ -1,11 +1,12 @@
 // The uprobes of one session: the probes BPF object (sharing the session's
 // ring, targets and counters) and its links: one per file, program and
-// process where the kernel has multi-uprobe links (uprobe_multi.h), else one
-// per site. A site that cannot be attached becomes a warning; the others
-// still run.
+// process, of at most kMaxSitesPerLink sites, where the kernel has
+// multi-uprobe links (uprobe_multi.h), else one per site. A site that cannot
+// be attached becomes a warning; the others still run.
 #ifndef LOUPE_DAEMON_BPF_PROBE_LINKS_H_
 #define LOUPE_DAEMON_BPF_PROBE_LINKS_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,10 @@
 struct bpf_map;
 
 namespace loupe::bpf {
+
+// Sites per multi link (see PlacementPacer in probe_links.cc); per-site
+// links are paced the same way.
+inline constexpr size_t kMaxSitesPerLink = 16;
 
 struct SessionMaps {
   const bpf_map* events;

@@ -3,6 +3,7 @@
 // children followed, latencies paired, and bad probes reported while the
 // rest of the session runs.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "daemon/bpf/probe_links.h"
 #include "daemon/bpf/uprobe_multi.h"
 #include "daemon/probes/elf_file.h"
 #include "daemon/session/session.h"
@@ -410,30 +412,35 @@ std::multiset<std::string> LinkTypes() {
   return types;
 }
 
-// Sites in one file share a link per program (a multi-uprobe link), so
-// detaching waits for the kernel's grace period once, not once per site
-// while the target's threads block on each (tests/bench/attach_stall.sh).
-TEST(UprobeTest, SitesOfOneFileAndProgramShareOneLink) {
+// Sites in one file share links per program (multi-uprobe links of at most
+// kMaxSitesPerLink sites), so detaching waits for the kernel's grace period
+// once per link, not once per site while the target's threads block on each,
+// and a target thread wanting its mmap_lock between links gets it
+// (tests/bench/attach_stall.sh).
+TEST(UprobeTest, SitesOfOneFileAndProgramShareLinksOfBoundedSize) {
   LOUPE_REQUIRE_PRIVILEGES();
   testing::TempDir dir;
   ChildProcess program({TestProgram("uprobe_target"), "7"});
   ASSERT_EQ(program.ReadWords().at(0), "ready");
   SessionOptions options = Options(dir.path(), program.pid());
-  for (const char* spec : {"uprobe_target:work_global", "uprobe_target:work_static",
-                           "uprobe_target:sleep_2ms%return"}) {
-    ASSERT_TRUE(probes::ParseProbeRequests({}, {spec}, &options.probes).ok());
-  }
+  std::vector<std::string> entries = {"uprobe_target:work_global", "uprobe_target:work_static"};
+  for (int i = 0; i < 20; ++i) entries.push_back(fmt::format("uprobe_target:many_{:02}", i));
+  std::vector<std::string> specs = entries;
+  specs.push_back("uprobe_target:sleep_2ms%return");
+  ASSERT_TRUE(probes::ParseProbeRequests({}, specs, &options.probes).ok());
   const std::multiset<std::string> before = LinkTypes();
   std::unique_ptr<Session> session = StartOrDie(std::move(options));
   ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->stats().probe_sites, entries.size() + 2);
   const std::multiset<std::string> during = LinkTypes();
   if (bpf::UprobeMultiSupported()) {
-    // Three entries (sleep_2ms's for its latency) in one link, the return
-    // probe in another.
-    EXPECT_EQ(during.count("uprobe_multi") - before.count("uprobe_multi"), 1u);
+    // 23 entries (sleep_2ms's for its latency): two links; the return probe
+    // in a third.
+    static_assert(bpf::kMaxSitesPerLink == 16);
+    EXPECT_EQ(during.count("uprobe_multi") - before.count("uprobe_multi"), 2u);
     EXPECT_EQ(during.count("uretprobe_multi") - before.count("uretprobe_multi"), 1u);
   } else {
-    EXPECT_GE(during.count("perf") - before.count("perf"), 4u);  // with the CPU sampler's
+    EXPECT_GE(during.count("perf") - before.count("perf"), 24u);  // with the CPU sampler's
   }
   program.WriteLine("go");
   ASSERT_EQ(program.ReadWords().at(0), "done");
@@ -442,8 +449,8 @@ TEST(UprobeTest, SitesOfOneFileAndProgramShareOneLink) {
 
   const TraceDigest trace = DigestTrace(dir.path());
   ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
-  for (const char* probe : {"uprobe_target:work_global", "uprobe_target:work_static",
-                            "uprobe_target:sleep_2ms"}) {
+  entries.push_back("uprobe_target:sleep_2ms");
+  for (const std::string& probe : entries) {
     EXPECT_EQ(CountProbe(trace.uprobe_entries, probe), 7u) << probe;
   }
   EXPECT_EQ(trace.uprobe_returns.size(), 7u);

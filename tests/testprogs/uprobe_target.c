@@ -1,6 +1,7 @@
 /* Functions to probe: after the go line, calls the global work_global()
- * and the static work_static() <calls> times each, then sleep_2ms() <calls>
- * times, timing each call itself. Prints "ready <pid>", then
+ * and the static work_static() <calls> times each, each of the 20 distinct
+ * functions many_00() ... many_19() as often (more sites than one link
+ * takes), then sleep_2ms() <calls> times, timing each call itself. Prints "ready <pid>", then
  * "done <median ns of sleep_2ms>", waits for stdin to close. */
 #include <time.h>
 #include "testprog.h"
@@ -18,6 +19,20 @@ __attribute__((noinline)) static long work_static(long x)
 	sink -= x;
 	return sink;
 }
+
+#define MANY(n)                                                \
+	__attribute__((noinline)) static long many_##n(long x) \
+	{                                                      \
+		sink ^= x + 1##n;                              \
+		return sink;                                   \
+	}
+MANY(00) MANY(01) MANY(02) MANY(03) MANY(04) MANY(05) MANY(06) MANY(07) MANY(08) MANY(09)
+MANY(10) MANY(11) MANY(12) MANY(13) MANY(14) MANY(15) MANY(16) MANY(17) MANY(18) MANY(19)
+
+static long (*const many[])(long) = {
+	many_00, many_01, many_02, many_03, many_04, many_05, many_06, many_07, many_08, many_09,
+	many_10, many_11, many_12, many_13, many_14, many_15, many_16, many_17, many_18, many_19,
+};
 
 __attribute__((noinline)) int sleep_2ms(void)
 {
@@ -53,6 +68,7 @@ int main(int argc, char **argv)
 	for (long i = 0; i < calls; ++i) {
 		work_global(i);
 		work_static(i);
+		for (size_t f = 0; f < sizeof many / sizeof *many; ++f) many[f](i);
 	}
 	for (int i = 0; i < calls; ++i) {
 		unsigned long long start = now_ns();
