@@ -9,8 +9,10 @@
 # stretch as long as the attach), attach (tracectl start → "tracing"),
 # traced, and detach (end of tracing → tracectl's exit). Printed per case
 # and window: requests, wall p99 and max, the most time one thread spent
-# blocked, the attach time, and from tracectl's start to the trace's first
-# event and to the first request that saw the shim's probes enabled. Cases: the shim's emitters alone (a few
+# blocked, the attach time, from tracectl's start to the trace's first
+# event and to the first request that saw the shim's probes enabled, and
+# the window's longest blocked interval with the kernel frames it slept in
+# and its waker. Cases: the shim's emitters alone (a few
 # sites), and the same with 200 uprobes on the requests' path, each with
 # multi-uprobe links and with one link per site (LINKS="multi per-site").
 # TRACECTL=path runs another tracectl than the build's (a copy stays stable
@@ -104,11 +106,20 @@ def percentile(values, p):
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * p))] if values else 0
 
+# The frames of a blocked interval's kernel stack that only say it slept.
+SCHEDULING = ("__traceiter_", "__schedule", "schedule", "rwsem_down_", "__mutex_lock")
+
+def cause(interval):
+    """The longest interval's length, its first frames that say why, its waker."""
+    tid, since, until, waker, *frames = interval
+    return f"{(until - since) / 1e6:.2f} ms in {' < '.join(frames[:2]) or '?'}, {waker}"
+
 def overlap(lo, hi, a, b):
     return max(0, min(hi, b) - max(lo, a))
 
 print(f"{'case':<32} {'window':<7} {'ms':>6} {'requests':>9} {'p99 us':>8} {'max us':>8} "
-      f"{'blocked ms (worst thread)':>26} {'attach ms':>10} {'first event ms':>15} {'shim live ms':>13}")
+      f"{'blocked ms (worst thread)':>26} {'attach ms':>10} {'first event ms':>15} {'shim live ms':>13}  "
+      f"longest blocked interval of the window (over 0.3 ms)")
 for name in sorted(open(f"{tmp}/cases").read().split()):
     for repeat in range(1, repeats + 1):
         base = f"{tmp}/{name.replace('/', '-')}.{repeat}"
@@ -122,20 +133,29 @@ for name in sorted(open(f"{tmp}/cases").read().split()):
             if not line.startswith("first_traced"):
                 tid, begin, wall = map(int, line.split())
                 requests.append((begin, begin + wall))
-        blocked = []
+        blocked = []  # (tid, since, until, cause)
         for line in open(base + ".blocked"):
             if line.startswith("blocked "):
-                _, tid, since, until = line.split()
-                blocked.append((int(tid), int(since), int(until)))
+                _, tid, since, until, waker = line.split(maxsplit=4)
+                blocked.append([int(tid), int(since), int(until), f"woken by {waker.strip()}"])
+            elif line.startswith(" ") and line.strip() and blocked:
+                frame = line.strip().split("+")[0]
+                if not frame.startswith(SCHEDULING):
+                    blocked[-1].append(frame)
         for window, (lo, hi) in windows.items():
             walls = [b - a for a, b in requests if a < hi and b > lo]
             per_thread = collections.Counter()
-            for tid, since, until in blocked:
+            longest = None
+            for interval in blocked:
+                tid, since, until = interval[:3]
                 per_thread[tid] += overlap(lo, hi, since, until)
+                if overlap(lo, hi, since, until) > 300_000 and (
+                        longest is None or until - since > longest[2] - longest[1]):
+                    longest = interval
             first_ms = f"{(first - start) / 1e6:.0f}" if first else "never"
             first_event_ms = f"{(first_event - start) / 1e6:.0f}" if first_event else "none"
             print(f"{name:<32} {window:<7} {(hi - lo) / 1e6:>6.0f} {len(walls):>9} "
                   f"{percentile(walls, 0.99) / 1e3:>8.0f} {max(walls, default=0) / 1e3:>8.0f} "
                   f"{max(per_thread.values(), default=0) / 1e6:>26.2f} {attach_ns / 1e6:>10.0f} "
-                  f"{first_event_ms:>15} {first_ms:>13}")
+                  f"{first_event_ms:>15} {first_ms:>13}  {cause(longest) if longest else ''}")
 EOF
