@@ -1,8 +1,9 @@
 /* Functions to probe: after the go line, calls the global work_global()
  * and the static work_static() <calls> times each, each of the 20 distinct
  * functions many_00() ... many_19() as often (more sites than one link
- * takes), then sleep_2ms() <calls> times, timing each call itself. Prints "ready <pid>", then
- * "done <median ns of sleep_2ms>", waits for stdin to close. */
+ * takes), then sleep_2ms() <calls> times, timing each call itself. Prints
+ * "ready <pid>", then "done <median ns of sleep_2ms>", waits for stdin to
+ * close. */
 #include <time.h>
 #include "testprog.h"
 
