@@ -133,7 +133,7 @@ for name in sorted(open(f"{tmp}/cases").read().split()):
             if not line.startswith("first_traced"):
                 tid, begin, wall = map(int, line.split())
                 requests.append((begin, begin + wall))
-        blocked = []  # (tid, since, until, cause)
+        blocked = []  # [tid, since, until, "woken by WAKER", kernel frames...]
         for line in open(base + ".blocked"):
             if line.startswith("blocked "):
                 _, tid, since, until, waker = line.split(maxsplit=4)
