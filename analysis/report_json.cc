@@ -194,7 +194,9 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
   const ReportOptions& options = model.options();
   doc["window"] = {{"since_ns", options.since_ns},
                    {"until_ns", options.until_ns == UINT64_MAX ? Json() : Json(options.until_ns)}};
-  return doc.dump() + "\n";
+  // Names are the program's bytes (a thread's comm, a span's name), not always
+  // UTF-8: a byte that is not becomes U+FFFD instead of failing the report.
+  return doc.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace loupe::analysis

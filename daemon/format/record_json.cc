@@ -16,6 +16,36 @@ void AppendNumber(T value, std::string* out, int base = 10) {
   out->append(digits, end);
 }
 
+// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong
+// forms, surrogates or code points past U+10FFFF) that starts at text[at],
+// or 0 when the bytes there are not one.
+size_t Utf8SequenceLength(std::string_view text, size_t at) {
+  const auto byte = [&](size_t i) {
+    return at + i < text.size() ? static_cast<unsigned char>(text[at + i]) : 0;
+  };
+  const unsigned char lead = byte(0);
+  size_t length = 0;
+  unsigned char second_min = 0x80, second_max = 0xbf;
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    if (lead == 0xe0) second_min = 0xa0;
+    if (lead == 0xed) second_max = 0x9f;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    if (lead == 0xf0) second_min = 0x90;
+    if (lead == 0xf4) second_max = 0x8f;
+  } else {
+    return 0;
+  }
+  if (byte(1) < second_min || byte(1) > second_max) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
+  }
+  return length;
+}
+
 // Keys given as string literals are this file's own plain names and go in
 // as they are; only a user's field names (UserField) are escaped, as are
 // string values. A key was scanned for escapes on every field: a sixth of
@@ -199,7 +229,7 @@ struct PayloadJson {
 
 void AppendJsonString(std::string_view text, std::string* out) {
   out->push_back('"');
-  // Runs that need no escaping go in whole.
+  // Runs that need no escaping (ASCII, and whole UTF-8 sequences) go in whole.
   size_t plain = 0;
   const auto flush = [&](size_t until) {
     out->append(text.data() + plain, until - plain);
@@ -207,6 +237,12 @@ void AppendJsonString(std::string_view text, std::string* out) {
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') continue;
+    if (c >= 0x80) {
+      if (const size_t length = Utf8SequenceLength(text, i); length > 0) {
+        i += length - 1;
+        continue;
+      }
+    }
     flush(i);
     plain = i + 1;
     switch (c) {
@@ -226,7 +262,11 @@ void AppendJsonString(std::string_view text, std::string* out) {
         *out += "\\r";
         break;
       default:
-        fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
+        if (c >= 0x80) {
+          *out += "\\ufffd";  // not UTF-8: JSON text cannot hold the byte itself
+        } else {
+          fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
+        }
     }
   }
   flush(text.size());

@@ -1,5 +1,6 @@
 // One record as one line of JSON, for scripts and for comparing records in
-// tests. Strings are escaped; bytes that are not UTF-8 text come out as \u00XX.
+// tests. Strings are escaped; UTF-8 text stays as it is, and each byte that
+// is not part of well-formed UTF-8 becomes U+FFFD.
 #ifndef LOUPE_DAEMON_FORMAT_RECORD_JSON_H_
 #define LOUPE_DAEMON_FORMAT_RECORD_JSON_H_
 

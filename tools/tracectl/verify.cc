@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <map>
 #include <variant>
@@ -9,7 +11,6 @@
 #include "daemon/base/overloaded.h"
 #include "daemon/base/status_util.h"
 #include "daemon/format/loss_tally.h"
-#include "daemon/format/record_json.h"
 #include "daemon/format/segment_reader.h"
 #include "daemon/format/trace_reader.h"
 #include "tools/tracectl/exit_codes.h"
@@ -119,6 +120,9 @@ std::string Clock(const SegmentReport& s, uint64_t monotonic_ns) {
 
 void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
   uint64_t events = 0, lost = 0, cut = 0;
+  // The features are the session's: shown with its first segment, and again
+  // only where they change.
+  std::map<std::string, std::string> shown_features;
   for (const SegmentReport& s : segments) {
     events += s.events;
     fmt::print("{}  {}\n", s.complete ? "complete  " : "INCOMPLETE", s.path);
@@ -141,6 +145,11 @@ void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
       for (const auto& [pid, name] : s.targets) targets += fmt::format(" {}({})", pid, name);
       fmt::print("    processes:{}\n", targets);
     }
+    if (!s.features.empty() && s.features != shown_features) {
+      fmt::print("    features:\n");
+      for (const auto& [name, value] : s.features) fmt::print("      {}: {}\n", name, value);
+      shown_features = s.features;
+    }
     for (const std::string& line : s.losses.Lines()) fmt::print("    {}\n", line);
     for (const auto& [what, count] : s.losses.lost) lost += count;
     for (const auto& [what, count] : s.losses.cut) cut += count;
@@ -151,62 +160,30 @@ void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
 }
 
 void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
-  std::string out =
-      fmt::format("{{\"verdict\":\"{}\",\"segments\":[", complete ? "complete" : "incomplete");
-  for (size_t i = 0; i < segments.size(); ++i) {
-    const SegmentReport& s = segments[i];
-    out += i ? ",{" : "{";
-    out += "\"path\":";
-    format::AppendJsonString(s.path, &out);
-    out += fmt::format(",\"verdict\":\"{}\",\"events\":{}", s.complete ? "complete" : "incomplete",
-                       s.events);
-    out += ",\"session\":";
-    format::AppendJsonString(s.session, &out);
-    out += fmt::format(",\"sequence\":{}", s.sequence);
+  using Json = nlohmann::ordered_json;
+  const auto verdict = [](bool whole) { return whole ? "complete" : "incomplete"; };
+  Json out = {{"verdict", verdict(complete)}, {"segments", Json::array()}};
+  for (const SegmentReport& s : segments) {
+    Json segment = {{"path", s.path},         {"verdict", verdict(s.complete)},
+                    {"events", s.events},     {"session", s.session},
+                    {"sequence", s.sequence}};
     if (s.events > 0) {
-      out += fmt::format(",\"first_time_ns\":{},\"last_time_ns\":{}", s.first_ns, s.last_ns);
+      segment["first_time_ns"] = s.first_ns;
+      segment["last_time_ns"] = s.last_ns;
     }
-    out += ",\"kinds\":{";
-    bool first = true;
-    for (const auto& [kind, count] : s.kinds) {
-      out += fmt::format("{}\"{}\":{}", first ? "" : ",", kind, count);
-      first = false;
-    }
-    for (const auto& [name, tally] : {std::pair{"losses", &s.losses.lost},
-                                      std::pair{"cuts", &s.losses.cut}}) {
-      out += fmt::format("}},\"{}\":{{", name);
-      first = true;
-      for (const auto& [what, count] : *tally) {
-        out += fmt::format("{}\"{}\":{}", first ? "" : ",", what, count);
-        first = false;
-      }
-    }
-    out += "},\"targets\":[";
-    first = true;
+    segment["kinds"] = s.kinds;
+    segment["losses"] = s.losses.lost;
+    segment["cuts"] = s.losses.cut;
+    segment["targets"] = Json::array();
     for (const auto& [pid, name] : s.targets) {
-      out += fmt::format("{}{{\"pid\":{},\"name\":", first ? "" : ",", pid);
-      format::AppendJsonString(name, &out);
-      out += "}";
-      first = false;
+      segment["targets"].push_back({{"pid", pid}, {"name", name}});
     }
-    out += "],\"features\":{";
-    first = true;
-    for (const auto& [name, value] : s.features) {
-      if (!first) out += ",";
-      format::AppendJsonString(name, &out);
-      out += ":";
-      format::AppendJsonString(value, &out);
-      first = false;
-    }
-    out += "},\"reasons\":[";
-    for (size_t r = 0; r < s.reasons.size(); ++r) {
-      if (r) out += ",";
-      format::AppendJsonString(s.reasons[r], &out);
-    }
-    out += "]}";
+    segment["features"] = s.features;
+    segment["reasons"] = s.reasons;
+    out["segments"].push_back(std::move(segment));
   }
-  out += "]}\n";
-  std::fputs(out.c_str(), stdout);
+  // Names and paths are bytes, not always UTF-8: a byte that is not becomes U+FFFD.
+  fmt::print("{}\n", out.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 }  // namespace

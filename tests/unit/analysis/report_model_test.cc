@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "analysis/report_output.h"
@@ -88,6 +89,25 @@ void ExpectPartsAddUp(const Breakdown& b) {
   uint64_t off = 0;
   for (const auto& [wait, ns] : b.off_cpu_ns) off += ns;
   EXPECT_EQ(b.on_cpu_ns + b.runq_ns + b.queued_ns + b.unaccounted_ns + off, b.duration_ns);
+}
+
+// A program names its threads and requests with any bytes: the JSON report
+// keeps UTF-8 names and turns other bytes into U+FFFD instead of failing.
+TEST(ReportModelTest, NamesThatAreNotUtfEightStillMakeAJsonReport) {
+  ReportModel model({});
+  model.Add({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "svc\xff"}});
+  model.Add({.time_ns = 1'000, .tid = kHandler,
+             .payload = format::ThreadInfo{.pid = kPid, .name = "r\xc3\xa9seau\xfe"}});
+  model.Add({.time_ns = 0, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::OperationBegin{7, "req\xff"}});
+  model.Add({.time_ns = 9'000, .tid = kHandler, .payload = format::OperationEnd{7}});
+  model.Finish();
+
+  const nlohmann::json report = nlohmann::json::parse(ReportJson(model, {}));
+  EXPECT_EQ(report["request_kinds"][0]["name"], "req\xef\xbf\xbd");
+  ASSERT_FALSE(report["threads"].empty());
+  EXPECT_EQ(report["threads"][0]["name"], "r\xc3\xa9seau\xef\xbf\xbd");
+  EXPECT_EQ(report["threads"][0]["process"], "svc\xef\xbf\xbd");
 }
 
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
