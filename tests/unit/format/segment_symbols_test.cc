@@ -80,6 +80,46 @@ TEST(SegmentSymbolsTest, SealedSegmentGivesItsHeaderAndSymbols) {
   EXPECT_EQ(read->header.SerializeAsString(), (*reader)->header().SerializeAsString());
 }
 
+// What the system and the user name need not be UTF-8: a binary under a
+// directory named in Latin-1, a host name, a probe's path in the settings.
+// The segment still reads back whole, with every byte as it was written.
+TEST(SegmentSymbolsTest, NamesThatAreNotUtfEightReadBackAsWritten) {
+  testing::TempDir dir;
+  const std::string odd = "/srv/caf\xe9/app\xff";
+  v1::SegmentHeader header;
+  header.set_host("h\xf6st");
+  (*header.mutable_config())["uprobes"] = odd + ":handle";
+  (*header.mutable_kernel_features())["uprobes"] = "0 of 1 sites attached: " + odd;
+  WriterOptions options{.directory = dir.path(), .session_id = "s", .writer_id = "embedded " + odd};
+  auto writer = SegmentWriter::Create(options, header, {}, [&] {
+    v1::SymbolTable table = SomeSymbols();
+    table.mutable_mappings(0)->set_path(odd);
+    table.mutable_addresses(0)->mutable_frames(0)->set_file(odd + ".c");
+    table.add_notes("no debug info in " + odd);
+    return table;
+  });
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  for (const Record& record : testing::EveryKind(1'000'000'000)) {
+    ASSERT_TRUE((*writer)->Append(record).ok());
+  }
+  ASSERT_TRUE((*writer)->Close().ok());
+
+  auto reader = SegmentReader::Open(dir.File("s-000000.loupe"));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  Record record;
+  while ((*reader)->Next(&record)) {
+  }
+  EXPECT_TRUE((*reader)->has_trailer());  // sealed; its verdict counts EveryKind's Loss
+  EXPECT_TRUE((*reader)->problems().empty());
+  EXPECT_EQ((*reader)->header().host(), "h\xf6st");
+  EXPECT_EQ((*reader)->header().config().at("uprobes"), odd + ":handle");
+  EXPECT_EQ((*reader)->header().writer_id(), "embedded " + odd);
+  ASSERT_EQ((*reader)->symbols().mappings_size(), 1);
+  EXPECT_EQ((*reader)->symbols().mappings(0).path(), odd);
+  EXPECT_EQ((*reader)->symbols().addresses(0).frames(0).file(), odd + ".c");
+  EXPECT_EQ((*reader)->symbols().notes(0), "no debug info in " + odd);
+}
+
 TEST(SegmentSymbolsTest, CutFilesAgreeWithTheReader) {
   testing::TempDir dir;
   const std::string path = Segment(dir);
