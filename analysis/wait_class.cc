@@ -49,11 +49,15 @@ const KernelRule kKernelRules[] = {
 };
 
 // User functions that say what a futex belongs to, innermost first wins.
+// glibc's own waiting helpers (__futex_abstimed_wait_common, do_futex_wait)
+// serve condition variables, semaphores, rwlocks, timed mutexes and joins
+// alike, so they decide nothing: the frame that called them does.
 const Patterns kLockFunctions = {"mutex_lock", "lll_lock", "rwlock", "mutex_timedlock",
-                                 "std::mutex", "lock_slow", "spin_lock", "shared_mutex"};
+                                 "clocklock", "std::mutex", "lock_slow", "spin_lock",
+                                 "shared_mutex"};
 const Patterns kConditionFunctions = {"pthread_cond_", "sem_wait", "sem_timedwait",
-                                      "sem_clockwait", "condition_variable", "futex_abstimed_wait",
-                                      "pthread_barrier_wait", "pthread_join"};
+                                      "sem_clockwait", "condition_variable",
+                                      "pthread_barrier_wait", "pthread_join", "clockjoin"};
 
 WaitClass FutexKind(std::span<const NamedFrame> user) {
   for (const NamedFrame& frame : user) {

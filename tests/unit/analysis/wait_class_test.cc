@@ -24,6 +24,23 @@ TEST(WaitClassTest, FutexesAreLocksOrConditionsByTheirUserStack) {
   EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "pthread_cond_wait", "idle"}),
             WaitClass::kCondition);
   EXPECT_EQ(Classify(futex, {"sem_wait", "consumer"}), WaitClass::kCondition);
+  // glibc's waiting helper is shared; the caller above it decides (glibc 2.36's frames).
+  EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "__pthread_rwlock_rdlock_full64",
+                             "___pthread_rwlock_rdlock", "read_config"}),
+            WaitClass::kLock);
+  EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "__pthread_rwlock_wrlock_full64",
+                             "___pthread_rwlock_wrlock", "rebuild_index"}),
+            WaitClass::kLock);
+  EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "__futex_clocklock_wait64",
+                             "__futex_clocklock64", "__pthread_mutex_clocklock_common",
+                             "___pthread_mutex_timedlock", "handle"}),
+            WaitClass::kLock);
+  EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "do_futex_wait",
+                             "__new_sem_wait_slow64", "consumer"}),
+            WaitClass::kCondition);
+  EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "__pthread_clockjoin_ex", "main"}),
+            WaitClass::kCondition);
+  EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "custom_wait"}), WaitClass::kFutex);
   EXPECT_EQ(Classify(futex, {}), WaitClass::kFutex);  // no user stack: cannot tell
 }
 
