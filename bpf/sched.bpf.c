@@ -71,12 +71,66 @@ extern const int __preempt_count __ksym __weak;
 #define LOUPE_SOFTIRQ_OFFSET 0x100 /* set while softirqs are served, not merely disabled */
 #define LOUPE_TASK_WAKING 0x200
 
+/* Per CPU, where the preempt count cannot be read: how deep the CPU is in
+ * hard interrupts (device handlers, functions called by another CPU) and in
+ * softirqs, from their entry and exit tracepoints. Without it an interrupt
+ * that wakes a target (a disk's completion) names whatever task it
+ * interrupted as the waker. */
+struct loupe_irq_depth {
+	__s32 hardirq, softirq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct loupe_irq_depth);
+} irq_depth SEC(".maps");
+
+static __always_inline int on_irq_edge(bool hard, bool entry)
+{
+	__u32 zero = 0;
+	struct loupe_irq_depth *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+	__s32 *count;
+
+	if (!depth)
+		return 0;
+	count = hard ? &depth->hardirq : &depth->softirq;
+	/* Attached midway through one, a CPU sees an exit without its entry. */
+	if (entry)
+		*count += 1;
+	else if (*count > 0)
+		*count -= 1;
+	return 0;
+}
+
+/* A CPU switches tasks only outside interrupts: its depth is 0 here. An
+ * edge the counts missed (an entry seen while its exit's program was still
+ * being attached, a run the kernel skipped as recursive) would otherwise
+ * make every later wakeup on the CPU an interrupt's. */
+static __always_inline void forget_irq_depth(void)
+{
+	__u32 zero = 0;
+	struct loupe_irq_depth *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+
+	if (depth && (depth->hardirq | depth->softirq))
+		*depth = (struct loupe_irq_depth){};
+}
+
 static __always_inline __u32 irq_context(bool preempt_count)
 {
 	int count = 0;
 
-	if (!preempt_count)
+	if (!preempt_count) {
+		__u32 zero = 0;
+		struct loupe_irq_depth *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+
+		if (depth && depth->hardirq > 0)
+			return LOUPE_WAKER_HARDIRQ;
+		if (depth && depth->softirq > 0)
+			return LOUPE_WAKER_SOFTIRQ;
 		return LOUPE_WAKER_TASK;
+	}
 	if (&__preempt_count)
 		count = *(const int *)bpf_this_cpu_ptr(&__preempt_count);
 	if (count & LOUPE_NMI_MASK)
@@ -191,6 +245,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	__u32 prev_state;
 	__u64 size;
 
+	forget_irq_depth();
 	if (!waiting)
 		return 0;
 	/* Else clang ORs the two lookup results, pointers, which the verifier refuses. */
@@ -443,8 +498,8 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 	}
 
 /* The handlers that name a waker's context, in two flavours: _pcnt reads
- * the preempt count, the other (where the kernel cannot give it) tells
- * only timers from tasks. */
+ * the preempt count, _irqd (where the kernel cannot give it) counts
+ * interrupt edges (irq_depth); daemon/bpf/program_choice.h loads one. */
 #define LOUPE_CONTEXT_HANDLERS(kind, suffix, flavour, preempt_count)                         \
 	/* sched_waking, not sched_wakeup: it fires in the waker's context, where            \
 	 * sched_wakeup may fire on the target CPU in the idle task (a wakeup the            \
@@ -477,9 +532,29 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 		return on_timer(false, preempt_count);                                       \
 	}
 
+/* The interrupt edges that irq_depth counts, for the flavour without the
+ * preempt count. Kept tiny: they run for every interrupt of the machine. */
+#define LOUPE_IRQ_EDGE(kind, suffix, tracepoint, hard, entry)       \
+	SEC(kind "/" #tracepoint)                                   \
+	int handle_sched_irq_##tracepoint##_irqd##suffix(void *ctx) \
+	{                                                           \
+		return on_irq_edge(hard, entry);                    \
+	}
+#define LOUPE_IRQ_HANDLERS(kind, suffix)                                     \
+	LOUPE_IRQ_EDGE(kind, suffix, irq_handler_entry, true, true)          \
+	LOUPE_IRQ_EDGE(kind, suffix, irq_handler_exit, true, false)          \
+	LOUPE_IRQ_EDGE(kind, suffix, softirq_entry, false, true)             \
+	LOUPE_IRQ_EDGE(kind, suffix, softirq_exit, false, false)             \
+	/* Linux 6.3+: a function another CPU asked this one to run (a block \
+	 * completion sent to the CPU that submitted it). */                 \
+	LOUPE_IRQ_EDGE(kind, suffix, csd_function_entry, true, true)         \
+	LOUPE_IRQ_EDGE(kind, suffix, csd_function_exit, true, false)
+
 LOUPE_HANDLERS("tp_btf", )
 LOUPE_HANDLERS("raw_tp", _raw)
-LOUPE_CONTEXT_HANDLERS("tp_btf", , , false)
-LOUPE_CONTEXT_HANDLERS("raw_tp", _raw, , false)
+LOUPE_IRQ_HANDLERS("tp_btf", )
+LOUPE_IRQ_HANDLERS("raw_tp", _raw)
+LOUPE_CONTEXT_HANDLERS("tp_btf", , _irqd, false)
+LOUPE_CONTEXT_HANDLERS("raw_tp", _raw, _irqd, false)
 LOUPE_CONTEXT_HANDLERS("tp_btf", , _pcnt, true)
 LOUPE_CONTEXT_HANDLERS("raw_tp", _raw, _pcnt, true)

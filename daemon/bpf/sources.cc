@@ -16,6 +16,7 @@
 #include "daemon/base/status_util.h"
 #include "daemon/bpf/kernel_symbol_probe.h"
 #include "daemon/bpf/probe_links.h"
+#include "daemon/bpf/program_choice.h"
 #include "daemon/bpf/skeleton.h"
 #include "daemon/symbols/kallsyms_scan.h"
 #include "daemon/symbols/kernel_btf_scan.h"
@@ -23,6 +24,15 @@
 #include "sched.skel.h"
 
 namespace loupe::bpf {
+
+// How bpf/sched.bpf.c's wakeup handlers tell an interrupt's wakeups from a
+// task's (ProbeWakerContext).
+struct WakerContextPath {
+  bool preempt_count = false;
+  bool csd_tracepoints = false;
+  std::string description;
+};
+
 namespace {
 
 using SchedSkeleton = Skeleton<loupe_sched, loupe_sched__open, loupe_sched__load,
@@ -69,40 +79,42 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
 }
 
-// Whether bpf/sched.bpf.c's _pcnt programs can read the per-CPU preempt
-// count: the kernel must describe the variable in BTF (libbpf resolves it
-// there) and the verifier must find its address (in kallsyms, which lists
-// variables only with CONFIG_KALLSYMS_ALL).
-struct WakerContextPath {
-  bool preempt_count = false;
-  std::string description;
-};
-
+// The _pcnt programs read the per-CPU preempt count: the kernel must
+// describe the variable in BTF (libbpf resolves it there) and the verifier
+// must find its address (in kallsyms, which lists variables only with
+// CONFIG_KALLSYMS_ALL). Otherwise the irq_depth programs count interrupt
+// entries and exits; csd_function (6.3+) only where the kernel has it.
 constexpr const char* kPreemptCount = "__preempt_count";
 
-WakerContextPath ProbeWakerContext() {
+// Why the preempt count cannot be read, or nullopt when it can.
+std::optional<std::string> PreemptCountUnreadable() {
   const absl::StatusOr<std::optional<uint32_t>> described =
       symbols::KernelBtfTypeId(kPreemptCount, BTF_KIND_VAR);
   if (!described.ok()) {
     // The sysfs file is the kernel's own BTF, which the verifier checks the
     // variable against: without it the preempt count cannot be read.
-    return {false, fmt::format("task or timer (kernel BTF: {})", MessageOf(described.status()))};
+    return fmt::format("kernel BTF: {}", MessageOf(described.status()));
   }
-  if (!*described) return {false, "task or timer (no per-CPU preempt count in BTF)"};
+  if (!*described) return "no per-CPU preempt count in BTF";
   const absl::StatusOr<bool> resolved = VerifierResolvesKernelSymbol(**described);
-  if (!resolved.ok()) {
-    return {false, fmt::format("task or timer ({})", MessageOf(resolved.status()))};
-  }
+  if (!resolved.ok()) return std::string(MessageOf(resolved.status()));
   if (!*resolved) {
-    return {false, fmt::format("task or timer ({} is not in kallsyms: CONFIG_KALLSYMS_ALL is off)",
-                               kPreemptCount)};
+    return fmt::format("{} is not in kallsyms: CONFIG_KALLSYMS_ALL is off", kPreemptCount);
   }
-  return {true, fmt::format("preempt_count via {}", kPreemptCount)};
+  return std::nullopt;
 }
 
-bool IsSchedOnly(std::string_view program) {
-  return program.starts_with("handle_sched_");
+WakerContextPath ProbeWakerContext() {
+  const std::optional<std::string> unreadable = PreemptCountUnreadable();
+  if (!unreadable) return {true, false, fmt::format("preempt_count via {}", kPreemptCount)};
+  const absl::StatusOr<std::optional<uint32_t>> csd =
+      symbols::KernelBtfTypeId("btf_trace_csd_function_entry", BTF_KIND_TYPEDEF);
+  const bool csd_tracepoints = csd.ok() && csd->has_value();
+  return {false, csd_tracepoints,
+          fmt::format("interrupt tracepoints: irq_handler, softirq{} ({})",
+                      csd_tracepoints ? ", csd_function" : "", *unreadable)};
 }
+
 
 }  // namespace
 
@@ -138,18 +150,18 @@ Sources::~Sources() {
   Detach();
 }
 
-absl::Status Sources::LoadSched(const SourceOptions& options, bool preempt_count) {
-  absl::Status loaded = Load(options, /*btf_tracepoints=*/true, preempt_count);
+absl::Status Sources::LoadSched(const SourceOptions& options, const WakerContextPath& waker) {
+  absl::Status loaded = Load(options, /*btf_tracepoints=*/true, waker);
   features_["sched_tracepoints"] = "tp_btf";
   if (!loaded.ok() && loaded.code() != absl::StatusCode::kPermissionDenied) {
-    loaded = Load(options, /*btf_tracepoints=*/false, preempt_count);
+    loaded = Load(options, /*btf_tracepoints=*/false, waker);
     features_["sched_tracepoints"] = "raw_tp (tp_btf unavailable)";
   }
   return loaded;
 }
 
 absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
-                           bool preempt_count) {
+                           const WakerContextPath& waker) {
   objects_->sched.reset();
   absl::StatusOr<SchedSkeleton> sched = SchedSkeleton::Open("sched");
   if (!sched.ok()) return sched.status();
@@ -161,14 +173,13 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
                            unwind_tables_ ? unwind_.rows_to_reserve(options.follow_children) : 1);
   bpf_map__set_max_entries((*sched)->maps.events, options.ring_bytes);
   bpf_map__set_max_entries((*sched)->maps.runnable_targets, libbpf_num_possible_cpus());
+  const ProgramChoice choice{.btf_tracepoints = btf_tracepoints,
+                             .preempt_count = waker.preempt_count,
+                             .csd_tracepoints = waker.csd_tracepoints,
+                             .sched = options.sched};
   bpf_program* program;
   bpf_object__for_each_program(program, (*sched)->obj) {
-    const std::string_view name = bpf_program__name(program);
-    const bool raw = name.ends_with("_raw");
-    const bool reads_preempt_count = name.find("_pcnt") != std::string_view::npos;
-    bpf_program__set_autoload(program, raw != btf_tracepoints &&
-                                           reads_preempt_count == preempt_count &&
-                                           (options.sched || !IsSchedOnly(name)));
+    bpf_program__set_autoload(program, LoadsProgram(bpf_program__name(program), choice));
   }
   if (absl::Status status = sched->Load(); !status.ok()) return status;
   objects_->sched = *std::move(sched);
@@ -260,7 +271,7 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
     sources->unwind_.Prepare(tgids);
   }
   const WakerContextPath waker_context = ProbeWakerContext();
-  if (absl::Status loaded = sources->LoadSched(options, waker_context.preempt_count);
+  if (absl::Status loaded = sources->LoadSched(options, waker_context);
       !loaded.ok()) {
     return loaded;
   }

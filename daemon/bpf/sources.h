@@ -24,6 +24,7 @@
 namespace loupe::bpf {
 
 class ProbeLinks;
+struct WakerContextPath;
 
 enum class SampleEvent { kCpuClock, kCycles };
 // How user stacks are walked: from unwind tables compiled from the files'
@@ -86,8 +87,9 @@ class Sources {
   Sources();
   // The scheduler object with BTF-typed tracepoints, or raw ones where the
   // kernel lacks those; with the preempt-count programs or without.
-  absl::Status LoadSched(const SourceOptions& options, bool preempt_count);
-  absl::Status Load(const SourceOptions& options, bool btf_tracepoints, bool preempt_count);
+  absl::Status LoadSched(const SourceOptions& options, const WakerContextPath& waker);
+  absl::Status Load(const SourceOptions& options, bool btf_tracepoints,
+                    const WakerContextPath& waker);
   absl::Status OpenSampling(const SourceOptions& options);
 
   std::unique_ptr<Objects> objects_;  // its sampler links own their perf event fds

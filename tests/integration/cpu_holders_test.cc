@@ -7,13 +7,18 @@
 #include <sched.h>
 #include <signal.h>
 #include <spdlog/sinks/null_sink.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/prctl.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -280,6 +285,87 @@ TEST(CpuHoldersTest, WakersAreNamedWithTheirContext) {
   EXPECT_EQ(sleeper_contexts[format::WakerContext::kTask], 0u);
   EXPECT_GE(reader_wakeups, 100u);
   EXPECT_EQ(reader_by_writer, reader_wakeups) << "a pipe wakeup not from the writing thread";
+}
+
+// An untraced process "busy" with a thread spinning in user space on each
+// CPU, so that an interrupt lands on a running task. Reports their tids.
+void BusyEverywhere(int report_fd, int) {
+  prctl(PR_SET_NAME, "busy");
+  static int fd;
+  fd = report_fd;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long cpu = 0; cpu < cpus; ++cpu) {
+    pthread_t thread;
+    pthread_create(
+        &thread, nullptr,
+        [](void* cpu) -> void* {
+          PinTo(0, static_cast<int>(reinterpret_cast<intptr_t>(cpu)));
+          Report(fd, Gettid());
+          while (true) Spin(1'000'000'000);
+        },
+        reinterpret_cast<void*>(cpu));
+  }
+  pause();
+}
+
+// A traced process that reads `path` with O_DIRECT, `reads` times, each
+// read waiting for the disk's completion interrupt. Reports its tid.
+void DiskReader(int report_fd, int go_fd, const std::string& path, int reads) {
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECT);
+  void* buffer = nullptr;
+  if (fd < 0 || posix_memalign(&buffer, 4096, 4096) != 0) _exit(1);
+  Report(report_fd, Gettid());
+  AwaitGo(go_fd);
+  for (int i = 0; i < reads; ++i) {
+    if (pread(fd, buffer, 4096, static_cast<off_t>(i) * 4096) != 4096) _exit(1);
+  }
+}
+
+TEST(CpuHoldersTest, ADisksCompletionIsAnInterruptsWakeupNotTheInterruptedTasks) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  // On /var/tmp: /tmp may be a tmpfs, where no read waits for a disk.
+  char path[] = "/var/tmp/loupe-disk-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0) << "mkstemp in /var/tmp: " << std::strerror(errno);
+  struct statfs fs;
+  const bool tmpfs = fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+  constexpr int kReads = 200;
+  const std::string block(4096, 'x');
+  for (int i = 0; i < kReads; ++i) ASSERT_EQ(write(fd, block.data(), block.size()), 4096);
+  ASSERT_EQ(fsync(fd), 0);
+  close(fd);
+  struct Unlink {
+    const char* path;
+    ~Unlink() { unlink(path); }
+  } unlink_file{path};
+  if (tmpfs) GTEST_SKIP() << "/var/tmp is a tmpfs: no read there waits for a disk";
+
+  testing::TempDir dir;
+  Forked busy(BusyEverywhere);
+  std::set<uint32_t> busy_tids;
+  for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); ++cpu) busy_tids.insert(busy.ReadTid());
+  const std::string file = path;
+  Forked reader([&](int report, int go) { DiskReader(report, go, file, kReads); });
+  const pid_t reader_tid = reader.ReadTid();
+  ASSERT_GT(reader_tid, 0);
+  std::unique_ptr<Session> session = StartSession(dir.path(), reader.pid());
+  ASSERT_NE(session, nullptr);
+  reader.Go();
+  reader.Wait();
+  ASSERT_TRUE(session->Stop().ok());
+
+  uint64_t from_interrupts = 0, blamed_on_busy = 0;
+  for (const Event& event : ReadTrace(dir.path())) {
+    const auto* wakeup = std::get_if<format::SchedWakeup>(&event.record.payload);
+    if (wakeup == nullptr || wakeup->woken_tid != static_cast<uint32_t>(reader_tid)) continue;
+    from_interrupts += wakeup->context == format::WakerContext::kHardIrq ||
+                       wakeup->context == format::WakerContext::kSoftIrq;
+    blamed_on_busy += wakeup->context == format::WakerContext::kTask &&
+                      busy_tids.contains(event.record.tid);
+  }
+  // Every read waited for the disk; busy never woke anyone.
+  EXPECT_GE(from_interrupts, kReads * 9 / 10);
+  EXPECT_EQ(blamed_on_busy, 0u);
 }
 
 TEST(CpuHoldersTest, MigrationOfAWaitingTargetIsRecorded) {
