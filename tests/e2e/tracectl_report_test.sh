@@ -45,7 +45,7 @@ first=$(head -30 "$work/report.txt")
 waits=$(sed -n '/^waits outside requests by stack/,/^$/p' "$work/report.txt")
 [[ "$waits" == *"start_thread"* ]] || fail "threads' stacks unnamed: $waits"
 # Each handle span lasts the holder's remaining 45 ms: so do its percentiles.
-p50=$(grep -o -m1 '^handle (span): 3 requests, p50 [0-9.]*' "$work/report.txt" | awk '{print int($NF)}')
+p50=$(grep -o -m1 '^handle (span): 3 requests, p50 ≈[0-9.]*' "$work/report.txt" | awk '{sub("≈", "", $NF); print int($NF)}')
 [ "${p50:-0}" -ge 35 ] && [ "$p50" -le 60 ] || fail "handle p50 of ${p50:-?} ms, expected about 45"
 
 "$tracectl" report --json "$work/trace" > "$work/report.json" || [ $? = 1 ] || fail "JSON report failed"

@@ -150,6 +150,11 @@ TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
   }
   EXPECT_NE(first_screen.find("held by janitor in janitor_compact_locked"), std::string::npos)
       << text;
+  // Percentiles come from histogram buckets: marked, and as many digits as they hold.
+  EXPECT_NE(text.find("percentiles (≈) are within 1.6 %"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 requests, p50 ≈0.049 ms, p90 ≈0.049 ms, p99 ≈0.049 ms, max 0.049 ms"),
+            std::string::npos)
+      << text;
   EXPECT_NE(ReportJson(model, {}).find("\"dominant_class\":\"lock\""), std::string::npos);
 }
 
