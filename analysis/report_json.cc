@@ -152,7 +152,10 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                 {"unpaired", {{"begins", kind.unpaired_begins}, {"ends", kind.unpaired_ends}}},
                 {"passed_not_taken", kind.passed_not_taken},
                 {"pairing_lost", kind.pairing_lost}};
-    if (kind.slow.count != 0) row["slow"] = Slow(kind);
+    row["slow"] = kind.slow.count != 0 ? Slow(kind)
+                                       : Json{{"threshold_ns", kind.threshold_ns},
+                                              {"threshold_rule", kind.threshold_rule},
+                                              {"count", 0}};
     kinds.push_back(row);
   }
   doc["request_kinds"] = kinds;

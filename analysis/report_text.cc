@@ -167,7 +167,12 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
                          kind.pairing_lost);
     }
     const Breakdown& slow = kind.slow;
-    if (slow.count == 0) continue;
+    if (slow.count == 0) {
+      // Only a --slow threshold above every request leaves none: say so.
+      out += fmt::format("  slow: no request ≥ {} ({}); the longest took {}\n",
+                         Ms(kind.threshold_ns), kind.threshold_rule, Ms(kind.max_ns));
+      continue;
+    }
     out += fmt::format("  slow: {} requests ≥ {} ({}), {} in all: {}\n", slow.count,
                        Ms(kind.threshold_ns), kind.threshold_rule, Ms(slow.duration_ns),
                        Parts(slow, true));

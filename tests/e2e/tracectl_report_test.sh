@@ -78,4 +78,19 @@ set -e
   || fail "inverted window: exit $code, $(cat "$work/window.err")"
 [ "$long_code" = 2 ] && grep -q "too long" "$work/long.err" \
   || fail "99999999h: exit $long_code, $(cat "$work/long.err")"
+
+# --slow takes fractions and small units; a threshold above every request
+# says that nothing reached it instead of leaving the slow line out.
+"$tracectl" report --slow 1.5ms "$work/trace" | grep -q '^  slow: 3 requests ≥ 1.500 ms (--slow)' \
+  || fail "--slow 1.5ms: $("$tracectl" report --slow 1.5ms "$work/trace" | head -8)"
+"$tracectl" report --slow 250us "$work/trace" | grep -q '≥ 0.250 ms (--slow)' || fail "--slow 250us"
+"$tracectl" report --slow 20 "$work/trace" |
+  grep -q '^  slow: no request ≥ 20000.000 ms (--slow); the longest took' \
+  || fail "--slow 20 (seconds): $("$tracectl" report --slow 20 "$work/trace" | head -8)"
+set +e
+"$tracectl" report --slow 20xs "$work/trace" > /dev/null 2> "$work/unit.err"
+unit_code=$?
+set -e
+[ "$unit_code" = 2 ] && grep -q "expected a positive number with a unit: ns, us, ms, s, m or h" \
+  "$work/unit.err" || fail "--slow 20xs: exit $unit_code, $(cat "$work/unit.err")"
 echo PASS
