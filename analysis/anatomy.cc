@@ -13,7 +13,9 @@ void Anatomy::AddInterval(const StateInterval& interval, uint64_t ns) {
       if (interval.wake.seen) {
         wakers.Add(WakerKey(interval.wake.tid, interval.wake.context), ns);
         if (interval.wake.doing_stack != 0) {
-          waker_doing.Add(uint64_t{interval.wake.tid} << 32 | interval.wake.doing_stack, ns);
+          waker_doing.Add(WakerDoingKey(interval.wake.tid, interval.wake.doing_stack,
+                                        interval.wake.doing_off_cpu),
+                          ns);
         }
       }
       break;

@@ -24,8 +24,16 @@ inline uint32_t EvidenceStack(uint64_t key) { return static_cast<uint32_t>(key >
 inline uint32_t EvidenceState(uint64_t key) { return static_cast<uint32_t>(key); }
 
 // A waker: its tid with the context it woke from.
+// An interrupt's wakeups are one waker whatever task it interrupted.
 inline uint64_t WakerKey(uint32_t tid, format::WakerContext context) {
-  return uint64_t{tid} << 8 | static_cast<uint8_t>(context);
+  const uint32_t waker = context == format::WakerContext::kTask ? tid : 0;
+  return uint64_t{waker} << 8 | static_cast<uint8_t>(context);
+}
+
+// What a waker was doing while a thread waited: its stack, and whether that
+// is its own wait (it was off CPU too) rather than where its samples were.
+inline uint64_t WakerDoingKey(uint32_t tid, uint32_t stack, bool off_cpu) {
+  return uint64_t{tid} << 32 | uint64_t{off_cpu} << 31 | (stack & 0x7fffffffu);
 }
 
 // A handoff: the thread that passed an operation on, and the one that took it up.
@@ -107,7 +115,7 @@ struct Anatomy {
   Counts<uint64_t> blocked;      // EvidenceKey -> ns
   Counts<uint32_t> holders;      // tid -> ns it held the CPU waited for (not while throttled)
   Counts<uint64_t> wakers;       // WakerKey -> ns of wait it ended
-  Counts<uint64_t> waker_doing;  // tid << 32 | stack -> ns
+  Counts<uint64_t> waker_doing;  // WakerDoingKey -> ns
   uint64_t user_samples = 0, kernel_samples = 0;
   Counts<uint32_t> samples;  // stack id -> samples
 

@@ -54,6 +54,7 @@ Json Wakers(const Breakdown& b) {
     row["context"] = waker.context;
     row["ns"] = waker.ns;
     row["doing"] = waker.doing;
+    row["doing_off_cpu"] = waker.doing_off_cpu;
     out.push_back(row);
   }
   return out;

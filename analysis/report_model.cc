@@ -427,10 +427,11 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
              .unplaced_ns = a.queued_ns > placed ? a.queued_ns - placed : 0,
              .unknown = a.taker_unknown,
              .function = TopApplicationFunction(a.taker_samples)};
-  absl::flat_hash_map<uint32_t, std::pair<uint32_t, uint64_t>> doing;  // tid -> best (stack, ns)
+  // tid -> the best (WakerDoingKey, ns)
+  absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> doing;
   a.waker_doing.ForEach([&](uint64_t key, uint64_t ns) {
     auto& best = doing[static_cast<uint32_t>(key >> 32)];
-    if (ns > best.second) best = {static_cast<uint32_t>(key), ns};
+    if (ns > best.second) best = {key, ns};
   });
   for (const auto& [key, ns] : a.wakers.Largest(kRows)) {
     const uint32_t tid = static_cast<uint32_t>(key >> 8);
@@ -441,10 +442,10 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
       waker.context = "interrupt";
       waker.who = {0, 0, "interrupt", "taken while the CPU was idle"};
     } else if (context != format::WakerContext::kTask) {
-      waker.who = {0, 0, std::string(format::WakerContextName(context)),
-                   fmt::format("interrupting tid {}", tid)};
+      waker.who = {0, 0, std::string(format::WakerContextName(context)), "interrupt"};
     } else if (auto it = doing.find(tid); it != doing.end()) {
-      waker.doing = stacks_.InnermostApplicationFunction(it->second.first);
+      waker.doing = stacks_.InnermostApplicationFunction(it->second.first & 0x7fffffffu);
+      waker.doing_off_cpu = (it->second.first >> 31 & 1) != 0;
     }
     b.wakers.push_back(std::move(waker));
   }
@@ -472,8 +473,12 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
     if (waker->context == "timer") return std::string(", woken by a timer");
     if (waker->context == "interrupt") return std::string(", woken by an interrupt");
     if (waker->context != "task") return fmt::format(", woken by an interrupt ({})", waker->context);
-    return fmt::format(", {} {}{}", verb, waker->who.thread,
-                       waker->doing.empty() ? "" : " in " + waker->doing);
+    if (waker->doing.empty()) return fmt::format(", {} {}", verb, waker->who.thread);
+    if (waker->doing_off_cpu) {
+      return fmt::format(", {} {}, itself off CPU in {} meanwhile", verb, waker->who.thread,
+                         waker->doing);
+    }
+    return fmt::format(", {} {} in {}", verb, waker->who.thread, waker->doing);
   };
   if (b.dominant == "on_cpu") {
     const std::string hot = b.functions.empty() ? "" : fmt::format(", mostly in {} (sampled)", b.functions.front().first);

@@ -74,6 +74,7 @@ struct Breakdown {
     std::string context;  // task, timer, hardirq, softirq, nmi
     uint64_t ns = 0;
     std::string doing;
+    bool doing_off_cpu = false;  // `doing` is where it waited itself, not sampled work
   };
   std::vector<Waker> wakers;
   struct Handoff {

@@ -63,7 +63,9 @@ void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
   for (size_t i = 0; i < b.wakers.size() && i < 2; ++i) {
     const auto& w = b.wakers[i];
     out += fmt::format("{}woken by {} — ended {} of waiting{}\n", indent, Who(w.who), Ms(w.ns),
-                       w.doing.empty() ? "" : ", while in " + w.doing);
+                       w.doing.empty()     ? ""
+                       : w.doing_off_cpu ? ", while itself off CPU in " + w.doing
+                                         : ", while in " + w.doing);
   }
   for (size_t i = 0; i < b.handoffs.size() && i < 2; ++i) {
     const auto& h = b.handoffs[i];

@@ -41,7 +41,11 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
       if (depth_ > 0) {
         blocked_.push_back({EvidenceKey(interval.stack, interval.prev_state),
                             WakerKey(interval.wake.tid, interval.wake.context), ns,
-                            interval.wake.tid, interval.wake.doing_stack, interval.wake.seen});
+                            interval.wake.doing_stack == 0
+                                ? 0
+                                : WakerDoingKey(interval.wake.tid, interval.wake.doing_stack,
+                                                interval.wake.doing_off_cpu),
+                            interval.wake.seen});
       }
       return;
     case ThreadState::kRunnable:
@@ -94,7 +98,7 @@ void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence)
     into->blocked.Add(b.evidence, b.ns);
     if (!b.woken) continue;
     into->wakers.Add(b.waker, b.ns);
-    if (b.doing != 0) into->waker_doing.Add(uint64_t{b.waker_tid} << 32 | b.doing, b.ns);
+    if (b.doing != 0) into->waker_doing.Add(b.doing, b.ns);
   }
   if (cuts_ != mark.evidence_cut) return;
   ++into->evidence_count;

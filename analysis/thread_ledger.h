@@ -86,7 +86,7 @@ class ThreadLedger {
   struct Blocked {
     uint64_t evidence, waker;
     uint64_t ns;
-    uint32_t waker_tid, doing;
+    uint64_t doing;  // WakerDoingKey, 0 unknown
     bool woken;
   };
   struct Evidence {

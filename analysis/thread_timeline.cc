@@ -238,7 +238,7 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   if (woken->state != ThreadState::kBlocked) return;  // already runnable
   if (wake.context == format::WakerContext::kTask) {
     if (auto waker = threads_.find(record.tid); waker != threads_.end()) {
-      wake.doing_stack = Doing(waker->second, woken->blocked_since, t);
+      Doing(waker->second, woken->blocked_since, t, &wake);
     }
   }
   woken->wake = wake;
@@ -306,7 +306,7 @@ void ThreadTimeline::Emit(uint32_t tid, Track& track, ThreadState state, uint64_
 // What the waker did while the woken thread waited: the stack its samples
 // hit most in that time, else the wait of its own that overlapped most
 // (a lock held across a sleep), else nothing.
-uint32_t ThreadTimeline::Doing(const Track& waker, uint64_t begin, uint64_t end) const {
+void ThreadTimeline::Doing(const Track& waker, uint64_t begin, uint64_t end, Wake* wake) const {
   const uint64_t from = begin > kDoingSlackNs ? begin - kDoingSlackNs : 0;
   std::array<uint32_t, kRecent> in_window;
   size_t n = 0;
@@ -321,14 +321,18 @@ uint32_t ThreadTimeline::Doing(const Track& waker, uint64_t begin, uint64_t end)
     const size_t count = static_cast<size_t>(std::count(&in_window[i], &in_window[n], in_window[i]));
     if (count > best_count) best = in_window[i], best_count = count;
   }
-  if (best != 0) return best;
+  if (best != 0) {
+    wake->doing_stack = best;
+    return;
+  }
   uint64_t best_overlap = 0;
   for (const Recent& wait : waker.recent_waits) {
     if (wait.stack == 0) continue;
     const uint64_t lo = std::max(wait.begin_ns, begin), hi = std::min(wait.end_ns, end);
     if (hi > lo && hi - lo > best_overlap) best = wait.stack, best_overlap = hi - lo;
   }
-  return best;
+  wake->doing_stack = best;
+  wake->doing_off_cpu = best != 0;
 }
 
 void ThreadTimeline::Finish(uint64_t end_ns) {

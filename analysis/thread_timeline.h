@@ -36,6 +36,7 @@ struct Wake {
   // What the waker was doing while the woken thread waited: a stack id of
   // its samples or of its own wait (StackProfile ids), 0 unknown.
   uint32_t doing_stack = 0;
+  bool doing_off_cpu = false;  // the stack is its own wait: it was off CPU too
 };
 
 struct StateInterval {
@@ -135,7 +136,8 @@ class ThreadTimeline {
   void Credit(Track& track, uint32_t holder, uint64_t until);
   void LeaveWaiters(uint32_t tid, uint32_t cpu);
   void Emit(uint32_t tid, Track& track, ThreadState state, uint64_t begin, uint64_t end);
-  uint32_t Doing(const Track& waker, uint64_t begin, uint64_t end) const;
+  // Sets wake->doing_stack and doing_off_cpu.
+  void Doing(const Track& waker, uint64_t begin, uint64_t end, Wake* wake) const;
 
   const ThreadDirectory& directory_;
   Sink sink_;

@@ -110,6 +110,67 @@ TEST(ReportModelTest, NamesThatAreNotUtfEightStillMakeAJsonReport) {
   EXPECT_EQ(report["threads"][0]["process"], "svc\xef\xbf\xbd");
 }
 
+// A timer's wakeups are one waker, whichever task each one interrupted.
+TEST(ReportModelTest, AnInterruptsWakeupsAreOneWakerWhateverTaskItInterrupted) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::OperationBegin{5, "nap"}});
+  uint64_t t = 2'000;
+  for (const uint32_t interrupted : {kHolder, 0u + 77}) {
+    model.Add({.time_ns = t + 1'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+    model.Add({.time_ns = t + 31'000, .tid = interrupted, .cpu = 0,
+               .payload = format::SchedWakeup{.woken_tid = kHandler,
+                                              .context = format::WakerContext::kTimer}});
+    model.Add({.time_ns = t + 31'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+    t += 31'000;
+  }
+  model.Add({.time_ns = t + 1'000, .tid = kHandler, .payload = format::OperationEnd{5}});
+  model.Finish();
+  const KindReport* nap = KindNamed(model, "nap");
+  ASSERT_NE(nap, nullptr);
+  ASSERT_EQ(nap->slow.wakers.size(), 1u);
+  EXPECT_EQ(nap->slow.wakers[0].context, "timer");
+  EXPECT_EQ(nap->slow.wakers[0].ns, 60'000u);
+}
+
+// A waker that was itself off CPU while the woken thread waited (it slept
+// before it signalled) is not said to be working anywhere.
+TEST(ReportModelTest, AWakerThatWasOffCpuItselfIsSaidToBe) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kHolder, 0}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::OperationBegin{42, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+  model.Add({.time_ns = 3'500, .tid = kHolder, .cpu = 1, .payload = format::SchedSwitch{0, 1}});
+  model.Add({.time_ns = 40'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kHolder, 0}});
+  model.Add({.time_ns = 40'000, .tid = kHolder, .cpu = 1,
+             .payload = format::OffCpu{.duration_ns = 36'500, .prev_state = 1,
+                                       .user_stack = kHolderUser, .kernel_stack = kBlockedKernel}});
+  model.Add({.time_ns = 41'000, .tid = kHolder, .cpu = 1,
+             .payload = format::SchedWakeup{.woken_tid = kHandler, .target_cpu = 0}});
+  model.Add({.time_ns = 41'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 41'000, .tid = kHandler, .cpu = 0,
+             .payload = format::OffCpu{.duration_ns = 38'000, .prev_state = 1, .waker_tid = kHolder,
+                                       .user_stack = kBlockedUser, .kernel_stack = kBlockedKernel,
+                                       .operation_id = 42}});
+  model.Add({.time_ns = 42'000, .tid = kHandler, .payload = format::OperationEnd{42}});
+  model.AddSymbols(Symbols());
+  model.Finish();
+  const KindReport* operation = KindNamed(model, "request");
+  ASSERT_NE(operation, nullptr);
+  ASSERT_FALSE(operation->slow.wakers.empty());
+  const Breakdown::Waker& waker = operation->slow.wakers[0];
+  EXPECT_EQ(waker.doing, "janitor_compact_locked");
+  EXPECT_TRUE(waker.doing_off_cpu);
+  EXPECT_NE(operation->slow.sentence.find(
+                "held by janitor, itself off CPU in janitor_compact_locked meanwhile"),
+            std::string::npos)
+      << operation->slow.sentence;
+  EXPECT_NE(ReportJson(model, {}).find("\"doing_off_cpu\":true"), std::string::npos);
+}
+
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
   ReportModel model({});
   LockWait(model, false);
