@@ -81,12 +81,12 @@ set -e
 
 # --slow takes fractions and small units; a threshold above every request
 # says that nothing reached it instead of leaving the slow line out.
-"$tracectl" report --slow 1.5ms "$work/trace" | grep -q '^  slow: 3 requests ≥ 1.500 ms (--slow)' \
-  || fail "--slow 1.5ms: $("$tracectl" report --slow 1.5ms "$work/trace" | head -8)"
-"$tracectl" report --slow 250us "$work/trace" | grep -q '≥ 0.250 ms (--slow)' || fail "--slow 250us"
-"$tracectl" report --slow 20 "$work/trace" |
-  grep -q '^  slow: no request ≥ 20000.000 ms (--slow); the longest took' \
-  || fail "--slow 20 (seconds): $("$tracectl" report --slow 20 "$work/trace" | head -8)"
+for slow in 1.5ms 250us 20; do "$tracectl" report --slow "$slow" "$work/trace" > "$work/slow-$slow.txt"; done
+grep -q '^  slow: 3 requests ≥ 1.500 ms (--slow)' "$work/slow-1.5ms.txt" \
+  || fail "--slow 1.5ms: $(head -8 "$work/slow-1.5ms.txt")"
+grep -q '≥ 0.250 ms (--slow)' "$work/slow-250us.txt" || fail "--slow 250us: $(head -8 "$work/slow-250us.txt")"
+grep -q '^  slow: no request ≥ 20000.000 ms (--slow); the longest took' "$work/slow-20.txt" \
+  || fail "--slow 20 (seconds): $(head -8 "$work/slow-20.txt")"
 set +e
 "$tracectl" report --slow 20xs "$work/trace" > /dev/null 2> "$work/unit.err"
 unit_code=$?
