@@ -47,7 +47,8 @@ void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
   queued_ns += other.queued_ns;
   taker_outside_ns += other.taker_outside_ns;
   taker_inside_ns += other.taker_inside_ns;
-  taker_off_cpu_ns += other.taker_off_cpu_ns;
+  taker_blocked_ns += other.taker_blocked_ns;
+  taker_runq_ns += other.taker_runq_ns;
   taker_unknown += other.taker_unknown;
   if (!with_evidence) return;
   handoffs.Merge(other.handoffs);

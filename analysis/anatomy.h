@@ -109,7 +109,7 @@ struct Anatomy {
   // off CPU. A take-up whose thread's history did not reach back to the
   // pass is counted in taker_unknown instead. Summed over requests, a
   // taker's time counts once for each request that waited on it.
-  uint64_t taker_outside_ns = 0, taker_inside_ns = 0, taker_off_cpu_ns = 0;
+  uint64_t taker_outside_ns = 0, taker_inside_ns = 0, taker_blocked_ns = 0, taker_runq_ns = 0;
   uint64_t taker_unknown = 0;
   Counts<uint32_t> taker_samples;
   Counts<uint64_t> blocked;      // EvidenceKey -> ns

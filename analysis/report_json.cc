@@ -115,7 +115,9 @@ Json Request(const RequestReport& request, uint64_t first_ns) {
       b.handoffs.empty() ? Json()
                          : Json{{"outside_requests_ns", b.taker.outside_ns},
                                 {"in_other_requests_ns", b.taker.inside_ns},
-                                {"off_cpu_ns", b.taker.off_cpu_ns},
+                                {"off_cpu_ns", b.taker.blocked_ns + b.taker.runq_ns},
+                                {"blocked_ns", b.taker.blocked_ns},
+                                {"runqueue_ns", b.taker.runq_ns},
                                 {"unplaced_ns", b.taker.unplaced_ns},
                                 {"function", b.taker.function},
                                 {"known", b.taker.unknown == 0}};

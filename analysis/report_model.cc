@@ -197,7 +197,8 @@ void ReportModel::Begin(const format::Record& record, const RequestMark& mark) {
       if (const auto busy = account.ledger.BusyBetween(passed, record.time_ns)) {
         carried->so_far.taker_outside_ns += busy->outside_ns;
         carried->so_far.taker_inside_ns += busy->inside_ns;
-        carried->so_far.taker_off_cpu_ns += busy->off_cpu_ns;
+        carried->so_far.taker_blocked_ns += busy->blocked_ns;
+        carried->so_far.taker_runq_ns += busy->runq_ns;
         for (uint32_t stack : busy->samples) carried->so_far.taker_samples.Add(stack, 1);
       } else {
         ++carried->so_far.taker_unknown;
@@ -420,10 +421,12 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
   for (const auto& [key, ns] : a.handoffs.Largest(kRows)) {
     b.handoffs.push_back({NameOf(static_cast<uint32_t>(key >> 32)), NameOf(static_cast<uint32_t>(key)), ns});
   }
-  const uint64_t placed = a.taker_outside_ns + a.taker_inside_ns + a.taker_off_cpu_ns;
+  const uint64_t placed =
+      a.taker_outside_ns + a.taker_inside_ns + a.taker_blocked_ns + a.taker_runq_ns;
   b.taker = {.outside_ns = a.taker_outside_ns,
              .inside_ns = a.taker_inside_ns,
-             .off_cpu_ns = a.taker_off_cpu_ns,
+             .blocked_ns = a.taker_blocked_ns,
+             .runq_ns = a.taker_runq_ns,
              .unplaced_ns = a.queued_ns > placed ? a.queued_ns - placed : 0,
              .unknown = a.taker_unknown,
              .function = TopApplicationFunction(a.taker_samples)};

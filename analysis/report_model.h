@@ -84,7 +84,7 @@ struct Breakdown {
   std::vector<Handoff> handoffs;
   // While queued, what the takers did instead (Anatomy::taker_*).
   struct WhileQueued {
-    uint64_t outside_ns = 0, inside_ns = 0, off_cpu_ns = 0;
+    uint64_t outside_ns = 0, inside_ns = 0, blocked_ns = 0, runq_ns = 0;
     uint64_t unplaced_ns = 0;  // of the queued time: when the trace cannot say what it did
     uint64_t unknown = 0;      // take-ups whose taker's history was too short
     std::string function;      // sampled, outside requests

@@ -83,11 +83,12 @@ void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
                          "intervals)\n",
                          indent, taker);
     } else {
-      out += fmt::format("{}meanwhile {} ran {} outside requests{}, {} in other requests, and {} off "
-                         "CPU {}{}\n",
+      out += fmt::format("{}meanwhile {} ran {} outside requests{}, {} in other requests, {} blocked "
+                         "{} and waited {} for a CPU{}\n",
                          indent, taker, Ms(t.outside_ns),
                          t.function.empty() ? "" : fmt::format(" (mostly in {}, sampled)", t.function),
-                         Ms(t.inside_ns), b.handoffs.size() == 1 ? "was" : "were", Ms(t.off_cpu_ns),
+                         Ms(t.inside_ns), b.handoffs.size() == 1 ? "was" : "were", Ms(t.blocked_ns),
+                         Ms(t.runq_ns),
                          t.unplaced_ns == 0
                              ? ""
                              : fmt::format("; {} of the wait the trace cannot place", Ms(t.unplaced_ns)));

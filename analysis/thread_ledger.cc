@@ -23,9 +23,10 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
     // Running time may come in parts (requests opened or closed within
     // it): this call's is the last `ns` of the interval.
     Remember(interval.end_ns - ns, interval.end_ns,
-             interval.state != ThreadState::kRunning ? kOffCpu
-             : depth_ > 0                             ? kInside
-                                                      : kOutside);
+             interval.state == ThreadState::kBlocked    ? kBlocked
+             : interval.state == ThreadState::kRunnable ? kRunnable
+             : depth_ > 0                               ? kInside
+                                                        : kOutside);
   }
   switch (interval.state) {
     case ThreadState::kRunning:
@@ -117,7 +118,7 @@ void ThreadLedger::Remember(uint64_t begin_ns, uint64_t end_ns, Doing doing) {
   past_.Push({begin_ns, end_ns, doing, totals_});
 }
 
-std::array<uint64_t, 3> ThreadLedger::TotalsAt(uint64_t time_ns) const {
+ThreadLedger::Totals ThreadLedger::TotalsAt(uint64_t time_ns) const {
   // The first interval ending after `time_ns`: what came before it is in
   // the totals of the one before; of it, the part before `time_ns`.
   size_t low = 0, high = past_.size();
@@ -129,7 +130,7 @@ std::array<uint64_t, 3> ThreadLedger::TotalsAt(uint64_t time_ns) const {
       high = middle;
     }
   }
-  std::array<uint64_t, 3> totals = {};
+  Totals totals = {};
   if (low > 0) {
     totals = past_[low - 1].totals;
   } else if (!past_.empty()) {
@@ -146,10 +147,13 @@ std::array<uint64_t, 3> ThreadLedger::TotalsAt(uint64_t time_ns) const {
 std::optional<ThreadLedger::Busy> ThreadLedger::BusyBetween(uint64_t from_ns, uint64_t to_ns) const {
   // Dropped history leaves what came before the oldest kept unknown.
   if (past_.dropped() && from_ns < past_[0].begin_ns) return std::nullopt;
-  const std::array<uint64_t, 3> from = TotalsAt(from_ns), to = TotalsAt(to_ns);
+  const Totals from = TotalsAt(from_ns), to = TotalsAt(to_ns);
   // Intervals come in time order; were one not to, a negative part is none.
   auto part = [&](Doing doing) { return to[doing] > from[doing] ? to[doing] - from[doing] : 0; };
-  Busy busy{.outside_ns = part(kOutside), .inside_ns = part(kInside), .off_cpu_ns = part(kOffCpu)};
+  Busy busy{.outside_ns = part(kOutside),
+            .inside_ns = part(kInside),
+            .blocked_ns = part(kBlocked),
+            .runq_ns = part(kRunnable)};
   if (!past_samples_.dropped() || past_samples_[0].time_ns <= from_ns) {
     for (size_t i = 0; i < past_samples_.size(); ++i) {
       const PastSample& sample = past_samples_[i];

@@ -47,12 +47,12 @@ class ThreadLedger {
 
   // What the thread did over a past stretch, from its recent history: on
   // CPU outside requests and in them (the requests the report follows),
-  // off CPU, and its samples outside requests. What another thread's
+  // blocked, waiting for a CPU, and its samples outside requests. What another thread's
   // queued request waited for it through. History is kept from the first
   // KeepHistory() (every interval that reaches past that time included).
   void KeepHistory() { keep_history_ = true; }
   struct Busy {
-    uint64_t outside_ns = 0, inside_ns = 0, off_cpu_ns = 0;
+    uint64_t outside_ns = 0, inside_ns = 0, blocked_ns = 0, runq_ns = 0;
     std::vector<uint32_t> samples;  // stacks
   };
   // nullopt when the history kept (its last kHistory intervals) does not
@@ -70,11 +70,12 @@ class ThreadLedger {
   // all but the busiest threads (running time is split at every request's
   // begin and end), in at most 16 KiB a thread.
   static constexpr size_t kHistory = 256;
-  enum Doing : uint8_t { kOutside, kInside, kOffCpu };
+  enum Doing : uint8_t { kOutside, kInside, kBlocked, kRunnable, kDoings };
+  using Totals = std::array<uint64_t, kDoings>;  // by Doing
   struct Past {
     uint64_t begin_ns, end_ns;
     Doing doing;
-    std::array<uint64_t, 3> totals;  // by Doing, up to end_ns
+    Totals totals;  // up to end_ns
   };
   struct PastSample {
     uint64_t time_ns;
@@ -82,7 +83,7 @@ class ThreadLedger {
   };
   void Remember(uint64_t begin_ns, uint64_t end_ns, Doing doing);
   // By Doing, what the history says was spent up to `time_ns`.
-  std::array<uint64_t, 3> TotalsAt(uint64_t time_ns) const;
+  Totals TotalsAt(uint64_t time_ns) const;
   struct Blocked {
     uint64_t evidence, waker;
     uint64_t ns;
@@ -103,7 +104,7 @@ class ThreadLedger {
   bool keep_history_ = false;
   Recent<Past, kHistory> past_;
   Recent<PastSample, kHistory> past_samples_;
-  std::array<uint64_t, 3> totals_ = {};
+  Totals totals_ = {};
 };
 
 }  // namespace loupe::analysis

@@ -701,6 +701,8 @@ TEST(DiagnosisTest, QueuedBetweenThreads) {
     ASSERT_TRUE(taker.is_object() && taker.value("known", false)) << where << Excerpt(request);
     const double outside = Number(taker, "outside_requests_ns");
     const double meanwhile = outside + Number(taker, "in_other_requests_ns") + Number(taker, "off_cpu_ns");
+    EXPECT_EQ(Number(taker, "blocked_ns") + Number(taker, "runqueue_ns"), Number(taker, "off_cpu_ns"))
+        << where << ": off CPU is blocked and waiting for a CPU\n" << Excerpt(request);
     EXPECT_TRUE(Near(meanwhile, Number(request, "queued_ns"), 0.02, 300e3))
         << where << ": the worker's time while it was queued " << FormatMs(meanwhile)
         << ", queued " << FormatMs(Number(request, "queued_ns")) << "\n" << Excerpt(request);

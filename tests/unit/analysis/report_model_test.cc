@@ -539,7 +539,8 @@ TEST(ReportModelTest, AnOperationPassedBetweenThreadsIsOneRequestWithItsQueuedTi
   // Meanwhile the worker ran, outside requests, the whole 17 µs.
   EXPECT_EQ(request.breakdown.taker.outside_ns, 17'000u);
   EXPECT_EQ(request.breakdown.taker.inside_ns, 0u);
-  EXPECT_EQ(request.breakdown.taker.off_cpu_ns, 0u);
+  EXPECT_EQ(request.breakdown.taker.blocked_ns, 0u);
+  EXPECT_EQ(request.breakdown.taker.runq_ns, 0u);
   EXPECT_EQ(request.breakdown.taker.unknown, 0u);
 
   const std::string text = ReportText(model, {});
@@ -547,7 +548,7 @@ TEST(ReportModelTest, AnOperationPassedBetweenThreadsIsOneRequestWithItsQueuedTi
                       "(tid 22, server) took it up"),
             std::string::npos) << text;
   EXPECT_NE(text.find("meanwhile worker ran 0.017 ms outside requests, 0.000 ms in other requests, "
-                      "and was off CPU 0.000 ms"),
+                      "was blocked 0.000 ms and waited 0.000 ms for a CPU"),
             std::string::npos) << text;
   EXPECT_NE(text.find("on worker (tid 22, server) (from acceptor (tid 21, server))"),
             std::string::npos) << text;
@@ -557,7 +558,8 @@ TEST(ReportModelTest, AnOperationPassedBetweenThreadsIsOneRequestWithItsQueuedTi
 }
 
 // While request 7 waits (3 → 20 µs) the worker runs 1 µs outside
-// requests, handles request 8 (5 µs), sleeps 6 µs, then runs 5 µs more
+// requests, handles request 8 (5 µs), sleeps 4 µs, waits 2 µs for its CPU
+// after the acceptor wakes it, then runs 5 µs more
 // outside requests, sampled in compact_index reading the clock through
 // the vDSO: what it did instead is those parts, exactly, and the function
 // is the application's.
@@ -569,6 +571,8 @@ TEST(ReportModelTest, WhatTheTakerDidWhileARequestWasQueuedIsItsOwnTimeThen) {
   model.Add({.time_ns = 4'000, .tid = kWorker, .payload = format::OperationBegin{8, "request"}});
   model.Add({.time_ns = 9'000, .tid = kWorker, .payload = format::OperationEnd{8}});
   model.Add({.time_ns = 9'000, .tid = kWorker, .cpu = 1, .payload = format::SchedSwitch{0, 1}});
+  model.Add({.time_ns = 13'000, .tid = kAcceptor, .cpu = 0,
+             .payload = format::SchedWakeup{.woken_tid = kWorker, .target_cpu = 1}});
   model.Add({.time_ns = 15'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kWorker, 0}});
   model.Add({.time_ns = 17'000, .tid = kWorker, .cpu = 1,
              .payload = format::CpuSample{.user_stack = sampled}});
@@ -600,15 +604,19 @@ TEST(ReportModelTest, WhatTheTakerDidWhileARequestWasQueuedIsItsOwnTimeThen) {
   EXPECT_EQ(b.queued_ns, 17'000u);
   EXPECT_EQ(b.taker.outside_ns, 6'000u);
   EXPECT_EQ(b.taker.inside_ns, 5'000u);
-  EXPECT_EQ(b.taker.off_cpu_ns, 6'000u);
-  EXPECT_EQ(b.taker.outside_ns + b.taker.inside_ns + b.taker.off_cpu_ns, b.queued_ns);
+  EXPECT_EQ(b.taker.blocked_ns, 4'000u);
+  EXPECT_EQ(b.taker.runq_ns, 2'000u);
+  EXPECT_EQ(b.taker.outside_ns + b.taker.inside_ns + b.taker.blocked_ns + b.taker.runq_ns,
+            b.queued_ns);
   const std::string text = ReportText(model, {});
   EXPECT_NE(text.find("meanwhile worker ran 0.006 ms outside requests (mostly in compact_index, "
-                      "sampled), 0.005 ms in other requests, and was off CPU 0.006 ms"),
+                      "sampled), 0.005 ms in other requests, was blocked 0.004 ms and waited "
+                      "0.002 ms for a CPU"),
             std::string::npos) << text;
   const std::string json = ReportJson(model, {});
   EXPECT_NE(json.find("\"taker_while_queued\":{\"outside_requests_ns\":6000,\"in_other_requests_ns\":5000,"
-                      "\"off_cpu_ns\":6000,\"unplaced_ns\":0,\"function\":\"compact_index\",\"known\":true}"),
+                      "\"off_cpu_ns\":6000,\"blocked_ns\":4000,\"runqueue_ns\":2000,\"unplaced_ns\":0,"
+                      "\"function\":\"compact_index\",\"known\":true}"),
             std::string::npos) << json;
 }
 
