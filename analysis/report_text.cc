@@ -3,6 +3,9 @@
 // and only then the whole-trace tables.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+
 #include "analysis/report_output.h"
 
 namespace loupe::analysis {
@@ -45,20 +48,35 @@ std::string Parts(const Breakdown& b, bool with_shares) {
   return out;
 }
 
-std::string StackLine(const StackShare& stack) {
+// With `lines`, each frame's file:line too.
+std::string StackLine(const StackShare& stack, bool lines = false) {
   if (stack.frames.empty()) return "(no stack in the trace)";
   std::string line;
   for (const NamedFrame& frame : stack.frames) {
     if (!line.empty()) line += " ← ";
-    line += frame.kernel ? frame.function + " [k]" : frame.function;
+    line += lines ? FrameText(frame) : frame.kernel ? frame.function + " [k]" : frame.function;
   }
   return line;
 }
 
+// Rows of stacks by function names, with file:line on those that would
+// read the same as another (two call sites in one function).
+std::vector<std::string> StackLines(const std::vector<StackShare>& stacks) {
+  std::map<std::string, int> seen;
+  for (const StackShare& stack : stacks) ++seen[stack.wait + StackLine(stack)];
+  std::vector<std::string> lines;
+  for (const StackShare& stack : stacks) {
+    lines.push_back(StackLine(stack, seen[stack.wait + StackLine(stack)] > 1));
+  }
+  return lines;
+}
+
 void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
-  for (size_t i = 0; i < b.stacks.size() && i < 2; ++i) {
-    out += fmt::format("{}blocked ({}) {}: {}\n", indent, b.stacks[i].wait, Ms(b.stacks[i].ns),
-                       StackLine(b.stacks[i]));
+  const std::vector<StackShare> shown(b.stacks.begin(),
+                                      b.stacks.begin() + std::min<ptrdiff_t>(b.stacks.size(), 2));
+  const std::vector<std::string> lines = StackLines(shown);
+  for (size_t i = 0; i < shown.size(); ++i) {
+    out += fmt::format("{}blocked ({}) {}: {}\n", indent, shown[i].wait, Ms(shown[i].ns), lines[i]);
   }
   for (size_t i = 0; i < b.wakers.size() && i < 2; ++i) {
     const auto& w = b.wakers[i];
@@ -217,8 +235,10 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
   for (bool inside : {true, false}) {
     out += fmt::format("\nwaits {} requests by stack{} (each stack's waits summed)\n",
                        inside ? "inside" : "outside", model.WindowLabel());
-    for (const StackShare& wait : model.TopWaits(inside, top)) {
-      out += fmt::format("  {} {}: {}\n", Ms(wait.ns), wait.wait, StackLine(wait));
+    const std::vector<StackShare> waits = model.TopWaits(inside, top);
+    const std::vector<std::string> lines = StackLines(waits);
+    for (size_t i = 0; i < waits.size(); ++i) {
+      out += fmt::format("  {} {}: {}\n", Ms(waits[i].ns), waits[i].wait, lines[i]);
     }
   }
   if (!model.usdt().empty()) {

@@ -171,6 +171,50 @@ TEST(ReportModelTest, AWakerThatWasOffCpuItselfIsSaidToBe) {
   EXPECT_NE(ReportJson(model, {}).find("\"doing_off_cpu\":true"), std::string::npos);
 }
 
+// Two waits from two call sites in one function would read the same by
+// function names alone: those rows carry file:line.
+TEST(ReportModelTest, WaitsThatReadTheSameByFunctionNamesShowTheirLines) {
+  constexpr uint64_t kNanosleep = 0xffffffff81000020, kFirstCall = 0x404010, kSecondCall = 0x404080;
+  const uint64_t kernel[] = {kNanosleep};
+  const uint64_t first[] = {kFirstCall}, second[] = {kSecondCall};
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  uint64_t t = 1'000;
+  for (const uint64_t* user : {first, second, second}) {
+    model.Add({.time_ns = t + 1'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+    model.Add({.time_ns = t + 11'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+    model.Add({.time_ns = t + 11'000, .tid = kHandler, .cpu = 0,
+               .payload = format::OffCpu{.duration_ns = 10'000, .prev_state = 1,
+                                         .user_stack = std::span<const uint64_t>(user, 1),
+                                         .kernel_stack = kernel}});
+    t += 11'000;
+  }
+  v1::SymbolTable symbols = Symbols();
+  auto name = [&](uint32_t pid, uint64_t address, uint32_t mapping, uint32_t line) {
+    auto* entry = symbols.add_addresses();
+    entry->set_pid(pid);
+    entry->set_address(address);
+    entry->set_mapping(mapping);
+    auto* frame = entry->add_frames();
+    frame->set_function(pid == 0 ? "do_nanosleep" : "locker");
+    if (line != 0) {
+      frame->set_file("/src/svc.c");
+      frame->set_line(line);
+    }
+  };
+  name(0, kNanosleep, 0, 0);
+  name(kPid, kFirstCall, 2, 10);
+  name(kPid, kSecondCall, 2, 20);
+  model.AddSymbols(symbols);
+  model.Finish();
+  const std::string text = ReportText(model, {});
+  EXPECT_NE(text.find("0.020 ms sleep: do_nanosleep [k] ← locker (svc.c:20)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("0.010 ms sleep: do_nanosleep [k] ← locker (svc.c:10)"), std::string::npos)
+      << text;
+}
+
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
   ReportModel model({});
   LockWait(model, false);
