@@ -170,6 +170,17 @@ std::unique_ptr<Session> StartSession(const std::string& dir, pid_t target) {
   return session.ok() ? *std::move(session) : nullptr;
 }
 
+// Traces `target` from Go() until it exits; false if the session failed.
+bool TraceUntilItEnds(const std::string& dir, Forked& target) {
+  std::unique_ptr<Session> session = StartSession(dir, target.pid());
+  if (session == nullptr) return false;
+  target.Go();
+  target.Wait();
+  const absl::Status stopped = session->Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
+  return stopped.ok();
+}
+
 // Every record of the trace, in time order, with its strings copied.
 struct Event {
   format::Record record;
@@ -202,11 +213,7 @@ TEST(CpuHoldersTest, UntracedThreadsThatHeldTheCpuAreNamedAndTheirTimeAddsUp) {
   const pid_t main_tid = target.ReadTid();
   ASSERT_GT(bg_tid, 0);
   ASSERT_GT(main_tid, 0);
-  std::unique_ptr<Session> session = StartSession(dir.path(), target.pid());
-  ASSERT_NE(session, nullptr);
-  target.Go();
-  target.Wait();
-  ASSERT_TRUE(session->Stop().ok());
+  ASSERT_TRUE(TraceUntilItEnds(dir.path(), target));
 
   const std::set<uint32_t> targets = {static_cast<uint32_t>(reader_tid),
                                       static_cast<uint32_t>(main_tid)};
@@ -256,11 +263,7 @@ TEST(CpuHoldersTest, WakersAreNamedWithTheirContext) {
   const pid_t reader_tid = target.ReadTid();
   const pid_t main_tid = target.ReadTid();
   ASSERT_GT(main_tid, 0);
-  std::unique_ptr<Session> session = StartSession(dir.path(), target.pid());
-  ASSERT_NE(session, nullptr);
-  target.Go();
-  target.Wait();
-  ASSERT_TRUE(session->Stop().ok());
+  ASSERT_TRUE(TraceUntilItEnds(dir.path(), target));
 
   std::map<format::WakerContext, uint64_t> sleeper_contexts;
   uint64_t reader_wakeups = 0, reader_by_writer = 0;
@@ -348,11 +351,7 @@ TEST(CpuHoldersTest, ADisksCompletionIsAnInterruptsWakeupNotTheInterruptedTasks)
   Forked reader([&](int report, int go) { DiskReader(report, go, file, kReads); });
   const pid_t reader_tid = reader.ReadTid();
   ASSERT_GT(reader_tid, 0);
-  std::unique_ptr<Session> session = StartSession(dir.path(), reader.pid());
-  ASSERT_NE(session, nullptr);
-  reader.Go();
-  reader.Wait();
-  ASSERT_TRUE(session->Stop().ok());
+  ASSERT_TRUE(TraceUntilItEnds(dir.path(), reader));
 
   uint64_t from_interrupts = 0, blamed_on_busy = 0;
   for (const Event& event : ReadTrace(dir.path())) {
