@@ -23,6 +23,10 @@ grep -q "verdict: complete" "$work/timed.out" || fail "timed attach: $(cat "$wor
 for kind in sched_switch sched_wakeup off_cpu cpu_sample process_info thread_info; do
   grep -q "$kind=" "$work/timed.verify" || fail "no $kind in the trace: $(cat "$work/timed.verify")"
 done
+# What the session could do on this kernel, from the header, in the text too.
+grep -q "^    features:" "$work/timed.verify" && grep -q "^      sched_tracepoints: " "$work/timed.verify" \
+  && grep -q "^      waker_context: " "$work/timed.verify" \
+  || fail "verify lists no features: $(cat "$work/timed.verify")"
 
 # SIGTERM in the middle of a busy session: drained, sealed, complete, exit 0.
 "$tracectl" attach "$app_pid" --hz 999 --output "$work/term" -q > "$work/term.out" 2>&1 &
