@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "daemon/base/status_util.h"
+#include "daemon/base/utf8.h"
 #include "daemon/control/session_options.h"
 
 namespace loupe::control {
@@ -117,9 +118,9 @@ absl::StatusOr<v1::AttachResponse> SessionManager::Attach(const v1::AttachReques
 
   v1::AttachResponse response;
   response.set_session_id(id);
-  response.set_output_dir(stats.directory);
+  response.set_output_dir(Utf8Text(stats.directory));
   for (uint32_t pid : stats.targets) response.add_global_pids(pid);
-  for (const std::string& warning : stats.warnings) response.add_warnings(warning);
+  for (const std::string& warning : stats.warnings) response.add_warnings(Utf8Text(warning));
   response.set_probe_sites(stats.probe_sites);
   return response;
 }
@@ -269,7 +270,7 @@ absl::StatusOr<v1::SessionStatus> SessionManager::Detach(const std::string& id,
   // A failed end still has figures (the losses it counted): the caller gets
   // both, and decides its verdict from both.
   v1::SessionStatus status = ToProto(ended->stats, ended->owner);
-  if (!ended->status.ok()) status.set_end_error(std::string(MessageOf(ended->status)));
+  if (!ended->status.ok()) status.set_end_error(Utf8Text(MessageOf(ended->status)));
   return status;
 }
 
@@ -342,7 +343,7 @@ v1::SessionStatus SessionManager::ToProto(const session::SessionStats& stats, ui
   status.set_session_id(stats.id);
   status.set_running(stats.running);
   status.set_owner_uid(owner);
-  status.set_output_dir(stats.directory);
+  status.set_output_dir(Utf8Text(stats.directory));
   for (uint32_t pid : stats.targets) status.add_targets(pid);
   status.set_events(stats.events);
   for (const auto& [kind, count] : stats.events_by_kind)
@@ -350,10 +351,10 @@ v1::SessionStatus SessionManager::ToProto(const session::SessionStats& stats, ui
   for (const auto& [what, count] : stats.losses) (*status.mutable_losses())[what] = count;
   status.set_bytes_written(stats.bytes_written);
   status.set_segments(stats.segments);
-  status.set_last_error(stats.last_error);
-  for (const std::string& warning : stats.warnings) status.add_warnings(warning);
+  status.set_last_error(Utf8Text(stats.last_error));
+  for (const std::string& warning : stats.warnings) status.add_warnings(Utf8Text(warning));
   status.set_probe_sites(stats.probe_sites);
-  status.set_ended_because(stats.ended_because);
+  status.set_ended_because(Utf8Text(stats.ended_because));
   return status;
 }
 

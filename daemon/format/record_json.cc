@@ -4,6 +4,8 @@
 
 #include <charconv>
 
+#include "daemon/base/utf8.h"
+
 namespace loupe::format {
 namespace {
 
@@ -14,36 +16,6 @@ void AppendNumber(T value, std::string* out, int base = 10) {
   char digits[24];
   const auto [end, error] = std::to_chars(digits, digits + sizeof digits, value, base);
   out->append(digits, end);
-}
-
-// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong
-// forms, surrogates or code points past U+10FFFF) that starts at text[at],
-// or 0 when the bytes there are not one.
-size_t Utf8SequenceLength(std::string_view text, size_t at) {
-  const auto byte = [&](size_t i) {
-    return at + i < text.size() ? static_cast<unsigned char>(text[at + i]) : 0;
-  };
-  const unsigned char lead = byte(0);
-  size_t length = 0;
-  unsigned char second_min = 0x80, second_max = 0xbf;
-  if (lead >= 0xc2 && lead <= 0xdf) {
-    length = 2;
-  } else if (lead >= 0xe0 && lead <= 0xef) {
-    length = 3;
-    if (lead == 0xe0) second_min = 0xa0;
-    if (lead == 0xed) second_max = 0x9f;
-  } else if (lead >= 0xf0 && lead <= 0xf4) {
-    length = 4;
-    if (lead == 0xf0) second_min = 0x90;
-    if (lead == 0xf4) second_max = 0x8f;
-  } else {
-    return 0;
-  }
-  if (byte(1) < second_min || byte(1) > second_max) return 0;
-  for (size_t i = 2; i < length; ++i) {
-    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
-  }
-  return length;
 }
 
 // Keys given as string literals are this file's own plain names and go in

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "daemon/base/status_util.h"
+#include "daemon/base/utf8.h"
 
 namespace loupe::ship {
 namespace {
@@ -178,7 +179,7 @@ void Shipper::Failed(const std::string& path, const absl::Status& status) {
   if (stopping_) return;  // cancelled by shutdown: resumes next run
   // Repeats of the same error are not logged again while it lasts.
   if (message != status_.last_error()) log_->warn("shipper: {}", message);
-  status_.set_last_error(message);
+  status_.set_last_error(Utf8Text(message));
   status_.set_last_error_unix_ms(UnixMs());
   if (!RefusedForGood(status)) {
     permanent_failures_ = 0;

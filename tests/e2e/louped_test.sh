@@ -21,6 +21,16 @@ T attach "$app_pid" --duration 1s -q > "$work/timed.out" 2> "$work/timed.err" \
 grep -q "louped is tracing" "$work/timed.err" || fail "attach did not use louped: $(cat "$work/timed.err")"
 grep -q "verdict: complete" "$work/timed.out" || fail "$(cat "$work/timed.out")"
 
+# File names need not be UTF-8: a probe through such a path and an output
+# directory named so travel to louped as bytes, and the trace reads back.
+odd=$(printf 'caf\xe9')
+ln -s "$(realpath "$app")" "$work/app-$odd"
+T attach "$app_pid" --duration 1s -q --uprobe "$work/app-$odd:main" -o "$work/traces-$odd" \
+  > "$work/odd.out" 2> "$work/odd.err" || fail "attach with a non-UTF-8 path: $(cat "$work/odd.err")"
+grep -q "probe site(s) attached" "$work/odd.err" || fail "no probe through $work/app-$odd: $(cat "$work/odd.err")"
+"$tracectl" verify "$work/traces-$odd" > "$work/odd.verify" \
+  || fail "the trace in a non-UTF-8 directory: $(cat "$work/odd.verify")"
+
 T attach "$app_pid" --session-id held -q > "$work/held.out" 2>&1 &
 holder=$!
 until T status held > /dev/null 2>&1; do sleep 0.1; done

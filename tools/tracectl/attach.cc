@@ -233,7 +233,10 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
     std::lock_guard<std::mutex> lock(last_mutex);
     final_status = last;
   }
-  Outcome outcome{final_status->output_dir(), final_status->session_id(), final_status->segments(),
+  // The directory as asked for: louped names it as UTF-8 text (U+FFFD for
+  // other bytes), which is not a path to copy.
+  Outcome outcome{request.output_dir().empty() ? final_status->output_dir() : request.output_dir(),
+                  final_status->session_id(), final_status->segments(),
                   final_status->events(), final_status->bytes_written()};
   for (const auto& [what, count] : final_status->losses()) outcome.losses[what] = count;
   outcome.end_error = final_status->end_error();
