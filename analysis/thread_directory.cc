@@ -74,7 +74,11 @@ std::string ThreadDirectory::ProcessName(uint32_t pid) const {
 
 std::string ThreadDirectory::ProcessNameOf(uint32_t tid) const {
   if (auto it = foreign_.find(tid); it != foreign_.end()) {
-    return it->second.empty() ? fmt::format("pid {}", PidOf(tid)) : it->second;
+    if (!it->second.empty()) return it->second;
+    // A process gone before louped read its name: its main thread's name,
+    // where the trace has it, is the process's as the kernel's comm gave it.
+    if (std::string main = ThreadName(PidOf(tid)); !main.empty()) return main;
+    return fmt::format("pid {}", PidOf(tid));
   }
   return ProcessName(PidOf(tid));
 }

@@ -251,5 +251,24 @@ TEST_F(TimelineTest, AnExitedThreadsLastSwitchBeginsNoWait) {
   EXPECT_EQ(b[0].end, 10'000u);
 }
 
+// A foreign process that exited before its name was read from /proc is
+// named by its main thread's comm; without that thread, by its pid.
+TEST(ThreadDirectoryTest, AGoneForeignProcessIsNamedByItsMainThread) {
+  ThreadDirectory directory;
+  directory.Observe({.tid = 500, .payload = format::ThreadInfo{.pid = 500, .name = "cc1plus",
+                                                               .foreign = true}});
+  directory.Observe({.tid = 501, .payload = format::ThreadInfo{.pid = 500, .name = "worker",
+                                                               .foreign = true}});
+  directory.Observe({.tid = 600, .payload = format::ThreadInfo{.pid = 600, .name = "yes",
+                                                               .foreign = true,
+                                                               .process_name = "yes"}});
+  EXPECT_EQ(directory.ProcessNameOf(500), "cc1plus");
+  EXPECT_EQ(directory.ProcessNameOf(501), "cc1plus");
+  directory.Observe({.tid = 701, .payload = format::ThreadInfo{.pid = 700, .name = "pool-1",
+                                                               .foreign = true}});
+  EXPECT_EQ(directory.ProcessNameOf(701), "pid 700");
+  EXPECT_EQ(directory.ProcessNameOf(600), "yes");
+}
+
 }  // namespace
 }  // namespace loupe::analysis
