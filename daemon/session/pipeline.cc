@@ -19,7 +19,16 @@ Pipeline::Pipeline(PipelineOptions options, Targets targets,
       reorder_(options_.reorder_window_ns, options_.max_pending_events),
       offcpu_([this](uint32_t tgid) { return IsTarget(tgid); }),
       missed_([this](uint32_t tgid) { return IsTarget(tgid); }),
-      foreign_([this](uint32_t tgid) { return IsTarget(tgid); }) {}
+      foreign_([this](uint32_t tgid) { return IsOrWasTarget(tgid); }) {}
+
+void Pipeline::RememberExited(uint32_t tgid) {
+  if (!exited_targets_.insert(tgid).second) return;
+  exited_order_.push_back(tgid);
+  if (exited_order_.size() > kExitedTargetsKept) {
+    exited_targets_.erase(exited_order_.front());
+    exited_order_.pop_front();
+  }
+}
 
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     PipelineOptions options, Targets targets, v1::SegmentHeader header,
@@ -31,6 +40,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
   Targets& targets_of = pipeline->targets_;
   targets_of.set_follow_children(pipeline->options_.follow_children);
   targets_of.set_exited([self](const ProcessIdentity& process, int32_t exit_code) {
+    self->RememberExited(process.pid);
     self->log_->info("session {}: target {} ({}) exited with {}",
                      self->options_.writer.session_id, process.pid, process.name, exit_code);
   });

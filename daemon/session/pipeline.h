@@ -11,12 +11,14 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "daemon/format/segment_writer.h"
 #include "daemon/session/content_policy.h"
@@ -92,10 +94,20 @@ class Pipeline {
   // full ring loses some at every drain: a line each flooded the log).
   void WarnLosses(uint64_t now_ns, bool final);
   bool IsTarget(uint32_t tgid) const { return targets_.contains(tgid); }
+  // A target, or one that exited lately: its threads' last switches and
+  // the wakeups they make on the way out (a joined thread's) come after
+  // its exit and are still its own, not a foreign process's.
+  bool IsOrWasTarget(uint32_t tgid) const {
+    return IsTarget(tgid) || exited_targets_.contains(tgid);
+  }
+  void RememberExited(uint32_t tgid);
+  static constexpr size_t kExitedTargetsKept = 4096;
 
   PipelineOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   Targets targets_;
+  absl::flat_hash_set<uint32_t> exited_targets_;
+  std::deque<uint32_t> exited_order_;  // oldest first, at most kExitedTargetsKept
   ProbeRecordDecoder probe_decoder_;
   ReorderBuffer reorder_;
   OffCpuTracker offcpu_;

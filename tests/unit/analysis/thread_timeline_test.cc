@@ -270,5 +270,17 @@ TEST(ThreadDirectoryTest, AGoneForeignProcessIsNamedByItsMainThread) {
   EXPECT_EQ(directory.ProcessNameOf(600), "yes");
 }
 
+// A traced thread described as foreign after its process exited (traces
+// written before louped kept exited targets apart) stays traced.
+TEST(ThreadDirectoryTest, ATracedThreadStaysTracedWhenLaterCalledForeign) {
+  ThreadDirectory directory;
+  directory.Observe({.tid = 40, .payload = format::ProcessInfo{.name = "svc"}});
+  directory.Observe({.tid = 41, .payload = format::ThreadInfo{.pid = 40, .name = "producer"}});
+  directory.Observe({.tid = 41, .payload = format::ThreadInfo{.pid = 40, .name = "producer",
+                                                              .foreign = true}});
+  EXPECT_TRUE(directory.Traced(41));
+  EXPECT_EQ(directory.ProcessNameOf(41), "svc");
+}
+
 }  // namespace
 }  // namespace loupe::analysis

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -375,6 +376,31 @@ TEST_F(PipelineReplayTest, ATargetsExitEmptiesTheTargets) {
   const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
   EXPECT_EQ(OfKind<format::ThreadExit>(records).size(), 1u);
   EXPECT_TRUE(pipeline_->targets().empty());
+}
+
+// After its process exited, a target thread's last switch (BPF names it
+// then, as it does an untraced thread) is still the target's: not
+// described as a foreign process's thread. The untraced side is.
+TEST_F(PipelineReplayTest, AnExitedTargetsLastSwitchIsNotAForeignThreads) {
+  const uint64_t t0 = 4'000'000'000;
+  std::vector<uint8_t> last_switch = Switch(t0 + 1'000, 0, kTarget + 1, kTarget, kOther, kOther, 0);
+  std::strncpy(reinterpret_cast<char*>(last_switch.data() + offsetof(loupe_sched_switch, prev_comm)),
+               "worker", LOUPE_COMM_LEN);
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {GroupExit(t0), last_switch};
+  Replay(std::move(batches), t0 + 100'000'000);
+
+  std::set<uint32_t> described_foreign;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    auto reader = format::SegmentReader::Open(entry.path().string());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    format::Record record;
+    while ((*reader)->Next(&record)) {
+      const auto* thread = std::get_if<format::ThreadInfo>(&record.payload);
+      if (thread != nullptr && thread->foreign) described_foreign.insert(record.tid);
+    }
+  }
+  EXPECT_EQ(described_foreign, std::set<uint32_t>{kOther});
 }
 
 TEST(RingCaptureTest, ACaptureReadsBackAsItWasDrained) {
