@@ -469,7 +469,18 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
       break;
     }
   }
-  const std::string where = stack && !stack->function.empty() ? " in " + stack->function : "";
+  // Where: the function of the top stack of that kind of wait, with its
+  // own share when other code waited the same way too.
+  const auto where = [&](uint64_t wait_ns) -> std::string {
+    if (!stack || stack->function.empty()) return "";
+    uint64_t in_function = 0;
+    for (const StackShare& s : b.stacks) {
+      if (s.wait == stack->wait && s.function == stack->function) in_function += s.ns;
+    }
+    const std::string share = Percent(b.Share(in_function));
+    if (share == Percent(b.Share(wait_ns))) return " in " + stack->function;
+    return fmt::format(", {} in {}", share, stack->function);
+  };
   const Breakdown::Waker* waker = b.wakers.empty() ? nullptr : &b.wakers.front();
   auto by = [&](std::string_view verb) -> std::string {
     if (!waker) return "";
@@ -511,7 +522,8 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
                        b.handoffs.empty() ? "" : TakerBusy(b.handoffs.front().to));
   }
   if (b.dominant == "sleep") {
-    return fmt::format("{}{} sleeping{}{}", head, Percent(b.Share(b.sleep_ns)), where, by("woken by"));
+    return fmt::format("{}{} sleeping{}{}", head, Percent(b.Share(b.sleep_ns)), where(b.sleep_ns),
+                       by("woken by"));
   }
   if (b.dominant == "unaccounted") {
     return fmt::format("{}{} unaccounted (no context switch of the thread covers that time)", head,
@@ -525,8 +537,11 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
                      : wait == WaitClass::kPipeSocket  ? "fed by"
                      : wait == WaitClass::kCondition   ? "signalled by"
                                                        : "woken by";
-  return fmt::format("{}{} blocked {}{}{}", head, Percent(b.Share(b.blocked_ns)),
-                     WaitClassPhrase(wait), where, wait == WaitClass::kTracer ? "" : by(verb));
+  // The dominant class's own share: other classes are on the summary line.
+  const auto in_class = b.off_cpu_ns.find(b.dominant_class);
+  const uint64_t class_ns = in_class != b.off_cpu_ns.end() ? in_class->second : b.blocked_ns;
+  return fmt::format("{}{} blocked {}{}{}", head, Percent(b.Share(class_ns)), WaitClassPhrase(wait),
+                     where(class_ns), wait == WaitClass::kTracer ? "" : by(verb));
 }
 
 std::string ReportModel::TopApplicationFunction(const Counts<uint32_t>& samples) const {

@@ -18,7 +18,7 @@ using format::Record;
 
 constexpr uint32_t kPid = 10, kHandler = 11, kHolder = 12;
 constexpr uint64_t kFutexFrame = 0xffffffff81000010, kLockWait = 0x7f0000001000,
-                   kLookup = 0x401000, kCompact = 0x402000;
+                   kCondWait = 0x7f0000002000, kLookup = 0x401000, kCompact = 0x402000;
 const uint64_t kBlockedUser[] = {kLockWait, kLookup};
 const uint64_t kBlockedKernel[] = {kFutexFrame};
 const uint64_t kHolderUser[] = {kCompact};
@@ -40,6 +40,7 @@ v1::SymbolTable Symbols() {
   };
   name(0, kFutexFrame, 0, "futex_wait_queue");
   name(kPid, kLockWait, 1, "__lll_lock_wait");
+  name(kPid, kCondWait, 1, "pthread_cond_wait");
   name(kPid, kLookup, 2, "lookup_shared_cache");
   name(kPid, kCompact, 2, "janitor_compact_locked");
   return table;
@@ -213,6 +214,38 @@ TEST(ReportModelTest, WaitsThatReadTheSameByFunctionNamesShowTheirLines) {
       << text;
   EXPECT_NE(text.find("0.010 ms sleep: do_nanosleep [k] ← locker (svc.c:10)"), std::string::npos)
       << text;
+}
+
+// The sentence gives the main kind of wait its own share, not every
+// blocked nanosecond's, and the function its own share when other code
+// waited that way too.
+TEST(ReportModelTest, TheSentenceGivesTheMainWaitAndItsFunctionTheirOwnShares) {
+  const uint64_t cond_in_lookup[] = {kCondWait, kLookup}, cond_in_compact[] = {kCondWait, kCompact};
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{9, "request"}});
+  uint64_t t = 1'000;
+  // 60 µs waiting on a condition in lookup, 20 in compact, 20 on a lock.
+  for (auto [user, ns] : {std::pair{std::span<const uint64_t>(cond_in_lookup), 60'000},
+                          std::pair{std::span<const uint64_t>(cond_in_compact), 20'000},
+                          std::pair{std::span<const uint64_t>(kBlockedUser), 20'000}}) {
+    model.Add({.time_ns = t, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+    model.Add({.time_ns = t + ns, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+    model.Add({.time_ns = t + ns, .tid = kHandler, .cpu = 0,
+               .payload = format::OffCpu{.duration_ns = static_cast<uint64_t>(ns), .prev_state = 1,
+                                         .user_stack = user, .kernel_stack = kBlockedKernel,
+                                         .operation_id = 9}});
+    t += ns;
+  }
+  model.Add({.time_ns = t, .tid = kHandler, .payload = format::OperationEnd{9}});
+  model.AddSymbols(Symbols());
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(request->slow.sentence,
+            "slow request: 80 % blocked waiting on a condition variable or semaphore, 60 % in "
+            "lookup_shared_cache");
 }
 
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
