@@ -137,6 +137,8 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                     {"problems", verdict.problems},
                     {"events", verdict.events}};
   doc["sched_data"] = model.has_sched_data();
+  // false when scheduler events were lost: threads' times then fall short.
+  doc["times_exact"] = model.has_sched_data() && verdict.SchedLost() == 0;
   doc["trace"] = {{"first_ns", model.first_ns()},
                   {"last_ns", model.last_ns()},
                   {"duration_ns", model.last_ns() - model.first_ns()},

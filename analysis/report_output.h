@@ -19,6 +19,16 @@ struct TraceVerdict {
   format::LossTally losses;  // what was lost, and what was cut
   std::vector<std::string> problems;
   uint64_t events = 0;
+
+  // Scheduler events lost: a thread's times then miss what those switches
+  // would have told.
+  uint64_t SchedLost() const {
+    uint64_t lost = 0;
+    for (const auto& [what, count] : losses.lost) {
+      if (what.starts_with("sched/")) lost += count;
+    }
+    return lost;
+  }
 };
 
 std::string FrameText(const NamedFrame& frame);

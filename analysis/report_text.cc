@@ -155,9 +155,17 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
     out += "  no scheduler records in this trace: request times cannot be split and read as "
            "unaccounted\n";
   }
-  out += fmt::format("times are exact, from context switches; hot functions are sampled ({} Hz); "
-                     "percentiles (≈) are within 1.6 %\n",
-                     model.sample_hz());
+  if (const uint64_t lost = verdict.SchedLost(); lost != 0) {
+    out += fmt::format("times come from context switches, but {} scheduler events were lost: a "
+                       "thread's times miss what they would have told (requests count it as "
+                       "unaccounted); hot functions are sampled ({} Hz); percentiles (≈) are "
+                       "within 1.6 %\n",
+                       lost, model.sample_hz());
+  } else {
+    out += fmt::format("times are exact, from context switches; hot functions are sampled ({} Hz); "
+                       "percentiles (≈) are within 1.6 %\n",
+                       model.sample_hz());
+  }
   if (model.inferred_switches() != 0) {
     out += fmt::format("  but {} switch-in(s) the kernel did not report were placed from its scheduler "
                        "accounting, to a few µs (docs/bpf.md)\n",

@@ -248,6 +248,22 @@ TEST(ReportModelTest, TheSentenceGivesTheMainWaitAndItsFunctionTheirOwnShares) {
             "lookup_shared_cache");
 }
 
+// Lost scheduler events make the threads' times fall short: the report
+// stops calling them exact.
+TEST(ReportModelTest, LostSchedulerEventsMakeTimesNotExact) {
+  ReportModel model({});
+  LockWait(model, false);
+  TraceVerdict verdict{.complete = false, .events = 14};
+  verdict.losses.Add("sched/ring_full", 5);
+  verdict.losses.Add("shim/ring_full", 7);
+  const std::string text = ReportText(model, verdict);
+  EXPECT_EQ(text.find("times are exact"), std::string::npos) << text;
+  EXPECT_NE(text.find("times come from context switches, but 5 scheduler events were lost"),
+            std::string::npos) << text;
+  EXPECT_NE(ReportJson(model, verdict).find("\"times_exact\":false"), std::string::npos);
+  EXPECT_NE(ReportJson(model, {}).find("\"times_exact\":true"), std::string::npos);
+}
+
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
   ReportModel model({});
   LockWait(model, false);
