@@ -146,6 +146,14 @@ std::vector<NamedFrame> StackProfile::StackFrames(uint32_t id) const {
 
 std::string StackProfile::InnermostApplicationFunction(uint32_t id) const {
   const std::vector<NamedFrame> frames = StackFrames(id);
+  // The standard library's templates are compiled into the application
+  // but are not its code: std::future<long>::get() says less than its caller.
+  const auto library_template = [](const std::string& function) {
+    return function.starts_with("std::") || function.starts_with("__gnu_cxx::");
+  };
+  for (const NamedFrame& frame : frames) {
+    if (!frame.kernel && !frame.system && !library_template(frame.function)) return frame.function;
+  }
   for (const NamedFrame& frame : frames) {
     if (!frame.kernel && !frame.system) return frame.function;
   }

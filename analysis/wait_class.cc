@@ -55,9 +55,13 @@ const KernelRule kKernelRules[] = {
 const Patterns kLockFunctions = {"mutex_lock", "lll_lock", "rwlock", "mutex_timedlock",
                                  "clocklock", "std::mutex", "lock_slow", "spin_lock",
                                  "shared_mutex"};
+// A future's result, C++20's atomic waits (latch, barrier, semaphore) and
+// joins wait for another thread's signal as a condition variable does.
 const Patterns kConditionFunctions = {"pthread_cond_", "sem_wait", "sem_timedwait",
                                       "sem_clockwait", "condition_variable",
-                                      "pthread_barrier_wait", "pthread_join", "clockjoin"};
+                                      "pthread_barrier_wait", "pthread_join", "clockjoin",
+                                      "__future_base", "__atomic_futex_unsigned",
+                                      "__platform_wait", "__atomic_wait", "__atomic_semaphore"};
 
 WaitClass FutexKind(std::span<const NamedFrame> user) {
   for (const NamedFrame& frame : user) {

@@ -41,6 +41,15 @@ TEST(WaitClassTest, FutexesAreLocksOrConditionsByTheirUserStack) {
   EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "__pthread_clockjoin_ex", "main"}),
             WaitClass::kCondition);
   EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "custom_wait"}), WaitClass::kFutex);
+  // A future's get(), as libstdc++ 12 shows it.
+  EXPECT_EQ(Classify(futex, {"syscall",
+                             "std::__atomic_futex_unsigned_base::_M_futex_wait_until(unsigned int*, "
+                             "unsigned int, bool, std::chrono::duration<long, std::ratio<1l, 1l> >, "
+                             "std::chrono::duration<long, std::ratio<1l, 1000000000l> >)",
+                             "std::__atomic_futex_unsigned<2147483648u>::_M_load_and_test_until()",
+                             "std::__future_base::_State_baseV2::wait()", "std::future<long>::get()",
+                             "main"}),
+            WaitClass::kCondition);
   EXPECT_EQ(Classify(futex, {}), WaitClass::kFutex);  // no user stack: cannot tell
 }
 
