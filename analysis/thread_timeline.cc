@@ -77,6 +77,14 @@ void ThreadTimeline::Gone(uint32_t tid, uint64_t t) {
   } else if (it->second.state == ThreadState::kRunnable) {
     LeaveWaiters(tid, it->second.cpu);
   }
+  // Its wakeups on the way out (a joiner's) may come after its exit: what
+  // it did lately stays known for them.
+  departed_.insert_or_assign(tid, Departed{it->second.recent_samples, it->second.recent_waits});
+  departed_order_.push_back(tid);
+  if (departed_order_.size() > kDepartedKept) {
+    departed_.erase(departed_order_.front());
+    departed_order_.pop_front();
+  }
   threads_.erase(it);
 }
 
@@ -238,7 +246,10 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   if (woken->state != ThreadState::kBlocked) return;  // already runnable
   if (wake.context == format::WakerContext::kTask) {
     if (auto waker = threads_.find(record.tid); waker != threads_.end()) {
-      Doing(waker->second, woken->blocked_since, t, &wake);
+      Doing(waker->second.recent_samples, waker->second.recent_waits, woken->blocked_since, t,
+            &wake);
+    } else if (auto gone = departed_.find(record.tid); gone != departed_.end()) {
+      Doing(gone->second.recent_samples, gone->second.recent_waits, woken->blocked_since, t, &wake);
     }
   }
   woken->wake = wake;
@@ -306,11 +317,29 @@ void ThreadTimeline::Emit(uint32_t tid, Track& track, ThreadState state, uint64_
 // What the waker did while the woken thread waited: the stack its samples
 // hit most in that time, else the wait of its own that overlapped most
 // (a lock held across a sleep), else nothing.
-void ThreadTimeline::Doing(const Track& waker, uint64_t begin, uint64_t end, Wake* wake) const {
+void ThreadTimeline::Doing(const RecentLog& samples, const RecentLog& waits, uint64_t begin,
+                           uint64_t end, Wake* wake) const {
+  // The waker's own waits within the woken thread's, and the longest one.
+  uint64_t off_cpu_ns = 0, best_overlap = 0;
+  uint32_t best_wait = 0;
+  for (const Recent& wait : waits) {
+    if (wait.stack == 0) continue;
+    const uint64_t lo = std::max(wait.begin_ns, begin), hi = std::min(wait.end_ns, end);
+    if (hi <= lo) continue;
+    off_cpu_ns += hi - lo;
+    if (hi - lo > best_overlap) best_wait = wait.stack, best_overlap = hi - lo;
+  }
+  // Off CPU for most of that time: its own wait says more than a sample
+  // from the rest (it ran 3 ms, then slept 25 ms before it signalled).
+  if (best_wait != 0 && 2 * off_cpu_ns > end - begin) {
+    wake->doing_stack = best_wait;
+    wake->doing_off_cpu = true;
+    return;
+  }
   const uint64_t from = begin > kDoingSlackNs ? begin - kDoingSlackNs : 0;
   std::array<uint32_t, kRecent> in_window;
   size_t n = 0;
-  for (const Recent& sample : waker.recent_samples) {
+  for (const Recent& sample : samples) {
     if (sample.stack != 0 && sample.begin_ns >= from && sample.begin_ns <= end) {
       in_window[n++] = sample.stack;
     }
@@ -325,14 +354,8 @@ void ThreadTimeline::Doing(const Track& waker, uint64_t begin, uint64_t end, Wak
     wake->doing_stack = best;
     return;
   }
-  uint64_t best_overlap = 0;
-  for (const Recent& wait : waker.recent_waits) {
-    if (wait.stack == 0) continue;
-    const uint64_t lo = std::max(wait.begin_ns, begin), hi = std::min(wait.end_ns, end);
-    if (hi > lo && hi - lo > best_overlap) best = wait.stack, best_overlap = hi - lo;
-  }
-  wake->doing_stack = best;
-  wake->doing_off_cpu = best != 0;
+  wake->doing_stack = best_wait;
+  wake->doing_off_cpu = best_wait != 0;
 }
 
 void ThreadTimeline::Finish(uint64_t end_ns) {

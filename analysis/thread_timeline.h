@@ -11,10 +11,12 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <span>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "analysis/thread_directory.h"
 #include "daemon/format/record.h"
@@ -86,6 +88,12 @@ class ThreadTimeline {
     uint64_t begin_ns = 0, end_ns = 0;
     uint32_t stack = 0;
   };
+  using RecentLog = std::array<Recent, kRecent>;
+  // An exited thread's recent history, for the wakeups it makes on its way out.
+  struct Departed {
+    RecentLog recent_samples, recent_waits;
+  };
+  static constexpr size_t kDepartedKept = 256;
   struct Track {
     ThreadState state = ThreadState::kUnknown;
     uint64_t since = 0;
@@ -110,7 +118,7 @@ class ThreadTimeline {
     uint64_t switched_out_ns = 0;
     uint32_t unended_stack = 0;
     StateInterval pending_blocked, pending_runnable;
-    std::array<Recent, kRecent> recent_samples{}, recent_waits{};
+    RecentLog recent_samples{}, recent_waits{};
     uint8_t next_sample = 0, next_wait = 0;
   };
   struct Cpu {
@@ -136,12 +144,15 @@ class ThreadTimeline {
   void Credit(Track& track, uint32_t holder, uint64_t until);
   void LeaveWaiters(uint32_t tid, uint32_t cpu);
   void Emit(uint32_t tid, Track& track, ThreadState state, uint64_t begin, uint64_t end);
-  // Sets wake->doing_stack and doing_off_cpu.
-  void Doing(const Track& waker, uint64_t begin, uint64_t end, Wake* wake) const;
+  // Sets wake->doing_stack and doing_off_cpu from a waker's recent history.
+  void Doing(const RecentLog& samples, const RecentLog& waits, uint64_t begin, uint64_t end,
+             Wake* wake) const;
 
   const ThreadDirectory& directory_;
   Sink sink_;
   absl::node_hash_map<uint32_t, Track> threads_;  // nodes: waiters point at them
+  absl::flat_hash_map<uint32_t, Departed> departed_;  // the last kDepartedKept exited
+  std::deque<uint32_t> departed_order_;
   std::vector<Cpu> cpus_;
   bool sched_seen_ = false;
 };

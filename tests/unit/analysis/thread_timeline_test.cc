@@ -27,6 +27,8 @@ struct Seen {
   uint32_t stack = 0;
   std::vector<Holder> holders;
   bool throttled = false;
+  uint32_t doing = 0;  // what the waker was doing: a stack
+  bool doing_off_cpu = false;
 };
 
 class TimelineTest : public ::testing::Test {
@@ -67,7 +69,8 @@ class TimelineTest : public ::testing::Test {
                                               interval.wake.tid, interval.wake.context,
                                               interval.wake.seen, interval.stack,
                                               {interval.holders.begin(), interval.holders.end()},
-                                              interval.throttled});
+                                              interval.throttled, interval.wake.doing_stack,
+                                              interval.wake.doing_off_cpu});
                              tids_.push_back(interval.tid);
                            }};
 };
@@ -249,6 +252,30 @@ TEST_F(TimelineTest, AnExitedThreadsLastSwitchBeginsNoWait) {
   const std::vector<Seen> b = Of(kB);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].end, 10'000u);
+}
+
+// b slept most of the time a waited, woke, exited, and woke a on its way
+// out (a join): what b was doing is its own wait, known after its exit.
+TEST_F(TimelineTest, AWakerThatExitedSaysWhatItDidAndOwnWaitsOutweighASample) {
+  Switch(1'000, 0, 0, kA, 0);
+  Switch(1'000, 1, 0, kB, 0);
+  Feed({.time_ns = 1'500, .tid = kB, .cpu = 1, .payload = format::CpuSample{}}, 5);
+  Switch(2'000, 0, kA, 0, 1);  // a waits for b
+  Switch(3'000, 1, kB, 0, 1);  // b sleeps 27 µs
+  Wake(30'000, 0, kB, 1, WakerContext::kTimer);
+  Switch(30'500, 1, 0, kB, 0);
+  Feed({.time_ns = 30'500, .tid = kB, .cpu = 1,
+        .payload = format::OffCpu{.duration_ns = 27'500, .runq_ns = 500, .prev_state = 1}}, 9);
+  Feed({.time_ns = 31'000, .tid = kB, .cpu = 1, .payload = format::ThreadExit{.pid = kPid}});
+  Wake(31'500, kB, kA, 0);
+  Switch(32'000, 0, 0, kA, 0);
+  Feed({.time_ns = 32'000, .tid = kA, .cpu = 0, .payload = format::OffCpu{.prev_state = 1}}, 7);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_GE(a.size(), 2u);
+  EXPECT_EQ(a[1].state, ThreadState::kBlocked);
+  EXPECT_EQ(a[1].wake_tid, kB);
+  EXPECT_EQ(a[1].doing, 9u);  // its sleep, not the sample at 1.5 µs
+  EXPECT_TRUE(a[1].doing_off_cpu);
 }
 
 // A foreign process that exited before its name was read from /proc is
