@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <variant>
 
@@ -353,6 +354,9 @@ std::vector<StackShare> ReportModel::BlockingStacks(const Counts<uint64_t>& bloc
     stacks_by_wait[WaitOf(evidence)][EvidenceStack(evidence)] += ns;
   });
   std::vector<StackShare> shares;
+  // Stacks that differ only in frames not shown (two calls on one line,
+  // kernel frames below the deciding one) are one row.
+  std::map<std::string, size_t> row_of;
   for (const auto& [wait, stacks] : stacks_by_wait) {
     for (const auto& [stack, ns] : stacks) {
       StackShare share{wait, ns, {}, stacks_.InnermostApplicationFunction(stack)};
@@ -361,6 +365,15 @@ std::vector<StackShare> ReportModel::BlockingStacks(const Counts<uint64_t>& bloc
       if (why.deciding_frame >= 0) share.frames.push_back(kernel[why.deciding_frame]);
       share.frames.insert(share.frames.end(), user.begin(), user.end());
       if (user.empty() && why.deciding_frame < 0) share.frames = kernel;
+      std::string shown = wait;
+      for (const NamedFrame& frame : share.frames) {
+        shown += fmt::format("\n{}{}:{}:{}", frame.kernel ? "[k]" : "", frame.function, frame.file,
+                             frame.line);
+      }
+      if (auto [row, added] = row_of.try_emplace(shown, shares.size()); !added) {
+        shares[row->second].ns += ns;
+        continue;
+      }
       shares.push_back(std::move(share));
     }
   }

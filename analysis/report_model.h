@@ -164,6 +164,8 @@ class ReportModel {
   uint64_t top_function_samples() const { return top_function_samples_; }
   // "" for the whole trace, else " from +A s to +B s" (--since/--until).
   std::string WindowLabel() const;
+  // Whether the trace has any record of process `pid` (for --pid).
+  bool HasProcess(uint32_t pid) const { return stacks_.threads().Known(pid); }
   // The stacks threads waited in longest (each stack's waits summed across
   // threads), inside requests or outside them; n ≤ options().top.
   std::vector<StackShare> TopWaits(bool inside, size_t n) const;

@@ -174,9 +174,10 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
 
   if (model.kinds().empty()) out += "\nno requests (spans, operations, uprobe %return calls, --request pairs)\n";
   if (model.ends_without_begin() != 0) {
-    out += fmt::format("\n{} span or operation ends without their begin (begun before the trace, "
+    out += fmt::format("\n{} span or operation ends without their begin (begun before {}, "
                        "or the begin was lost): their kinds are not known\n",
-                       model.ends_without_begin());
+                       model.ends_without_begin(),
+                       model.options().since_ns > 0 ? "--since or before the trace" : "the trace");
   }
   for (const KindReport& kind : model.kinds()) {
     out += fmt::format("\n{} ({}): {} requests, p50 {}, p90 {}, p99 {}, max {}\n", kind.kind.name,

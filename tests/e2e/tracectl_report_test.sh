@@ -93,4 +93,16 @@ unit_code=$?
 set -e
 [ "$unit_code" = 2 ] && grep -q "expected a positive number with a unit: ns, us, ms, s, m or h" \
   "$work/unit.err" || fail "--slow 20xs: exit $unit_code, $(cat "$work/unit.err")"
+
+# A pid the trace does not have, and a window past its end, are said so.
+set +e
+"$tracectl" report --pid 4194303 "$work/trace" > /dev/null 2> "$work/pid.err"
+pid_code=$?
+"$tracectl" report --since 1h "$work/trace" > /dev/null 2> "$work/past.err"
+past_code=$?
+set -e
+[ "$pid_code" = 2 ] && grep -q -- "--pid 4194303: no process with that pid in this trace" "$work/pid.err" \
+  || fail "--pid not traced: exit $pid_code, $(cat "$work/pid.err")"
+[ "$past_code" = 2 ] && grep -q -- "--since 1h is past the trace's end" "$work/past.err" \
+  || fail "--since past the end: exit $past_code, $(cat "$work/past.err")"
 echo PASS

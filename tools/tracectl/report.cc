@@ -108,6 +108,17 @@ int RunReport(const ReportOptions& options) {
     model.AddSymbols(summary.symbols);
   }
   model.Finish();
+  if (options.pid && !model.HasProcess(*options.pid)) {
+    return Fail(absl::NotFoundError(fmt::format(
+        "--pid {}: no process with that pid in this trace (tracectl verify lists its processes)",
+        *options.pid)));
+  }
+  if (!from_collector && !options.since.empty() &&
+      model.options().since_ns > model.last_ns() - model.first_ns()) {
+    return Fail(absl::InvalidArgumentError(
+        fmt::format("--since {} is past the trace's end: it lasts {:.3f} s", options.since,
+                    static_cast<double>(model.last_ns() - model.first_ns()) / 1e9)));
+  }
   const analysis::TraceVerdict verdict = VerdictOf(**trace);
   const std::string out = options.json ? analysis::ReportJson(model, verdict)
                                        : analysis::ReportText(model, verdict);

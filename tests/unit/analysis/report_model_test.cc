@@ -173,16 +173,18 @@ TEST(ReportModelTest, AWakerThatWasOffCpuItselfIsSaidToBe) {
 }
 
 // Two waits from two call sites in one function would read the same by
-// function names alone: those rows carry file:line.
+// function names alone: those rows carry file:line. Two calls on one line
+// (two addresses, one file:line) are one row.
 TEST(ReportModelTest, WaitsThatReadTheSameByFunctionNamesShowTheirLines) {
-  constexpr uint64_t kNanosleep = 0xffffffff81000020, kFirstCall = 0x404010, kSecondCall = 0x404080;
+  constexpr uint64_t kNanosleep = 0xffffffff81000020, kFirstCall = 0x404010, kSecondCall = 0x404080,
+                     kSameLine = 0x404090;
   const uint64_t kernel[] = {kNanosleep};
-  const uint64_t first[] = {kFirstCall}, second[] = {kSecondCall};
+  const uint64_t first[] = {kFirstCall}, second[] = {kSecondCall}, same_line[] = {kSameLine};
   ReportModel model({});
   Preamble(model, 1'000);
   model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
   uint64_t t = 1'000;
-  for (const uint64_t* user : {first, second, second}) {
+  for (const uint64_t* user : {first, second, same_line}) {
     model.Add({.time_ns = t + 1'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
     model.Add({.time_ns = t + 11'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
     model.Add({.time_ns = t + 11'000, .tid = kHandler, .cpu = 0,
@@ -207,6 +209,7 @@ TEST(ReportModelTest, WaitsThatReadTheSameByFunctionNamesShowTheirLines) {
   name(0, kNanosleep, 0, 0);
   name(kPid, kFirstCall, 2, 10);
   name(kPid, kSecondCall, 2, 20);
+  name(kPid, kSameLine, 2, 20);
   model.AddSymbols(symbols);
   model.Finish();
   const std::string text = ReportText(model, {});
