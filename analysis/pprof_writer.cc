@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "daemon/base/status_util.h"
 #include "pprof/profile.pb.h"
 
 namespace loupe::analysis {
@@ -144,9 +145,10 @@ absl::Status WritePprof(const StackProfile& profile, const PprofTimes& times,
     return status;
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return ErrnoStatus("open", path);
   out.write(compressed.data(), static_cast<std::streamsize>(compressed.size()));
   out.close();
-  if (!out) return absl::PermissionDeniedError(fmt::format("write {}: failed", path));
+  if (!out) return ErrnoStatus("write", path);
   return absl::OkStatus();
 }
 

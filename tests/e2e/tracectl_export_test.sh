@@ -132,4 +132,19 @@ for bad in "$work/junk.loupe" "$work/empty" "$work/missing"; do
     [ -s "$work/bad.err" ] || fail "$bad: no message"
   fi
 done
+# An output that cannot be opened or written says why, before and after the export.
+for format in perfetto pprof folded json; do
+  set +e
+  "$tracectl" export --format "$format" "$work/trace" -o "$work/no/such/dir/out" 2> "$work/open.err"
+  open_code=$?
+  set -e
+  [ "$open_code" = 2 ] && grep -q "open $work/no/such/dir/out: No such file or directory" "$work/open.err" \
+    || fail "$format into a missing directory: exit $open_code, $(cat "$work/open.err")"
+done
+set +e
+"$tracectl" export --format json "$work/trace" -o /dev/full 2> "$work/full.err"
+full_code=$?
+set -e
+[ "$full_code" = 2 ] && grep -q "write /dev/full: No space left on device" "$work/full.err" \
+  || fail "export to a full device: exit $full_code, $(cat "$work/full.err")"
 echo PASS

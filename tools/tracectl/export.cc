@@ -26,35 +26,44 @@ using analysis::StackProfile;
 using analysis::StackTotals;
 namespace {
 
-// "-" is standard output.
+// "-" is standard output. A file that cannot be opened fails before the
+// export starts, with the reason.
 class Output {
  public:
-  explicit Output(const std::string& path) {
-    if (path != "-") file_ = std::make_unique<std::ofstream>(path, std::ios::trunc);
+  static absl::StatusOr<std::unique_ptr<Output>> Open(const std::string& path) {
+    std::unique_ptr<Output> output(new Output(path));
+    if (path != "-") {
+      output->file_ = std::make_unique<std::ofstream>(path, std::ios::trunc);
+      if (!*output->file_) return ErrnoStatus("open", path);
+    }
+    return output;
   }
   std::ostream& stream() { return file_ ? *file_ : std::cout; }
-  absl::Status Close(const std::string& path) {
+  absl::Status Close() {
     if (file_) file_->close();
-    if (!stream()) return absl::PermissionDeniedError(fmt::format("write {}: failed", path));
+    if (!stream()) return ErrnoStatus("write", path_);  // ENOSPC, EIO: the stream keeps errno
     return absl::OkStatus();
   }
 
  private:
+  explicit Output(std::string path) : path_(std::move(path)) {}
+  std::string path_;
   std::unique_ptr<std::ofstream> file_;
 };
 
 // Records as JSON lines, in time order, as they stream by.
 absl::Status ExportJson(format::TraceReader& trace, const std::string& path) {
-  Output output(path);
+  absl::StatusOr<std::unique_ptr<Output>> output = Output::Open(path);
+  if (!output.ok()) return output.status();
   format::Record record;
   std::string line;
   while (trace.Next(&record)) {
     line.clear();
     format::AppendRecordJson(record, &line);
     line += '\n';
-    output.stream() << line;
+    (*output)->stream() << line;
   }
-  return output.Close(path);
+  return (*output)->Close();
 }
 
 // One line per stack, process first and leaf last: "app;main;work;leaf 42".
@@ -79,19 +88,22 @@ absl::Status ExportFolded(const StackProfile& profile, bool off_cpu, const std::
     if (added) lines.emplace_back(std::move(line), 0);
     lines[at->second].second += value;
   }
-  Output output(path);
-  for (const auto& [line, value] : lines) output.stream() << line << ' ' << value << '\n';
-  return output.Close(path);
+  absl::StatusOr<std::unique_ptr<Output>> output = Output::Open(path);
+  if (!output.ok()) return output.status();
+  for (const auto& [line, value] : lines) (*output)->stream() << line << ' ' << value << '\n';
+  return (*output)->Close();
 }
 
 absl::Status ExportPerfetto(const std::vector<std::string>& paths, format::TraceReader& trace,
                             analysis::PerfettoCompression compression, const std::string& path) {
-  Output output(path);
-  if (absl::Status status = analysis::ExportPerfetto(paths, trace, compression, output.stream());
+  absl::StatusOr<std::unique_ptr<Output>> output = Output::Open(path);
+  if (!output.ok()) return output.status();
+  if (absl::Status status =
+          analysis::ExportPerfetto(paths, trace, compression, (*output)->stream());
       !status.ok()) {
     return status;
   }
-  return output.Close(path);
+  return (*output)->Close();
 }
 
 }  // namespace
