@@ -67,17 +67,17 @@ PY
 "$tracectl" report --operation 42 "$work/trace" > "$work/op.txt" || true
 grep -q '^handle (span): 3 requests' "$work/op.txt" || fail "--operation 42: $(head -12 "$work/op.txt")"
 
+# refused MESSAGE ARGS...: report ARGS exits 2 and says MESSAGE.
+refused() {
+  local message=$1 code=0; shift
+  "$tracectl" report "$@" "$work/trace" > /dev/null 2> "$work/refused.err" || code=$?
+  [ "$code" = 2 ] && grep -q -- "$message" "$work/refused.err" \
+    || fail "report $*: exit $code, $(cat "$work/refused.err")"
+}
+
 # A window that ends before it begins, and a duration too long to count in ns, are refused.
-set +e
-"$tracectl" report --since 5s --until 2s "$work/trace" > /dev/null 2> "$work/window.err"
-code=$?
-"$tracectl" report --until 99999999h "$work/trace" > /dev/null 2> "$work/long.err"
-long_code=$?
-set -e
-[ "$code" = 2 ] && grep -q -- "--since 5s is after --until 2s" "$work/window.err" \
-  || fail "inverted window: exit $code, $(cat "$work/window.err")"
-[ "$long_code" = 2 ] && grep -q "too long" "$work/long.err" \
-  || fail "99999999h: exit $long_code, $(cat "$work/long.err")"
+refused "--since 5s is after --until 2s" --since 5s --until 2s
+refused "too long" --until 99999999h
 
 # --slow takes fractions and small units; a threshold above every request
 # says that nothing reached it instead of leaving the slow line out.
@@ -87,22 +87,9 @@ grep -q '^  slow: 3 requests ≥ 1.500 ms (--slow)' "$work/slow-1.5ms.txt" \
 grep -q '≥ 0.250 ms (--slow)' "$work/slow-250us.txt" || fail "--slow 250us: $(head -8 "$work/slow-250us.txt")"
 grep -q '^  slow: no request ≥ 20000.000 ms (--slow); the longest took' "$work/slow-20.txt" \
   || fail "--slow 20 (seconds): $(head -8 "$work/slow-20.txt")"
-set +e
-"$tracectl" report --slow 20xs "$work/trace" > /dev/null 2> "$work/unit.err"
-unit_code=$?
-set -e
-[ "$unit_code" = 2 ] && grep -q "expected a positive number with a unit: ns, us, ms, s, m or h" \
-  "$work/unit.err" || fail "--slow 20xs: exit $unit_code, $(cat "$work/unit.err")"
+refused "expected a positive number with a unit: ns, us, ms, s, m or h" --slow 20xs
 
 # A pid the trace does not have, and a window past its end, are said so.
-set +e
-"$tracectl" report --pid 4194303 "$work/trace" > /dev/null 2> "$work/pid.err"
-pid_code=$?
-"$tracectl" report --since 1h "$work/trace" > /dev/null 2> "$work/past.err"
-past_code=$?
-set -e
-[ "$pid_code" = 2 ] && grep -q -- "--pid 4194303: no process with that pid in this trace" "$work/pid.err" \
-  || fail "--pid not traced: exit $pid_code, $(cat "$work/pid.err")"
-[ "$past_code" = 2 ] && grep -q -- "--since 1h is past the trace's end" "$work/past.err" \
-  || fail "--since past the end: exit $past_code, $(cat "$work/past.err")"
+refused "--pid 4194303: no process with that pid in this trace" --pid 4194303
+refused "--since 1h is past the trace's end" --since 1h
 echo PASS
