@@ -54,27 +54,33 @@ mapfile -t roots < <(cd "$traces" && ls ./*.loupe)
 [ "${#roots[@]}" -ge 3 ] || fail "root's session left ${#roots[@]} segment(s)"
 
 # Nobody's session writes there as well: its segments push the folder over
-# the budget, and it may evict only its own.
-set +e
-N attach "$own" --duration 3s --hz 999 -q --follow-children > "$work/nobody.out" 2>&1
-code=$?
-set -e
-# Its own evictions make it INCOMPLETE (exit 1), said so; nothing else may fail.
-[ "$code" = 0 ] || { [ "$code" = 1 ] && grep -q "verdict: INCOMPLETE" "$work/nobody.out"; } \
-  || fail "nobody's session: $(cat "$work/nobody.out")"
-grep -q "children started later get no uprobes" "$work/nobody.out" \
-  || fail "--follow-children as nobody does not warn: $(cat "$work/nobody.out")"
-for name in "${roots[@]}"; do
-  [ -f "$traces/$name" ] || fail "root's $name was evicted by nobody's session"
+# the budget, and it may evict only its own. How much a session writes
+# depends on how much the machine lets the app run: under load, a second
+# or third session is what pushes it over.
+for attempt in 1 2 3; do
+  set +e
+  N attach "$own" --duration 3s --hz 999 -q --follow-children > "$work/nobody.out" 2>&1
+  code=$?
+  set -e
+  # Its own evictions make it INCOMPLETE (exit 1), said so; nothing else may fail.
+  [ "$code" = 0 ] || { [ "$code" = 1 ] && grep -q "verdict: INCOMPLETE" "$work/nobody.out"; } \
+    || fail "nobody's session: $(cat "$work/nobody.out")"
+  grep -q "children started later get no uprobes" "$work/nobody.out" \
+    || fail "--follow-children as nobody does not warn: $(cat "$work/nobody.out")"
+  for name in "${roots[@]}"; do
+    [ -f "$traces/$name" ] || fail "root's $name was evicted by nobody's session"
+  done
+  mapfile -t mine < <(cd "$traces" && ls ./*.loupe | grep -vxF -f <(printf '%s\n' "${roots[@]}"))
+  [ "${#mine[@]}" -ge 1 ] || fail "nobody's session left no segment"
+  # Nobody reads its own trace, and it tells what nobody evicted of its own.
+  (cd "$traces" && N verify "${mine[@]}") > "$work/verify.out" 2>&1 || true
+  grep -q "segment_evicted" "$work/verify.out" && break
 done
-mapfile -t mine < <(cd "$traces" && ls ./*.loupe | grep -vxF -f <(printf '%s\n' "${roots[@]}"))
-[ "${#mine[@]}" -ge 1 ] || fail "nobody's session left no segment"
 for name in "${mine[@]}"; do
   [ "$(stat -c %U "$traces/$name")" = nobody ] || fail "$name: $(stat -c %U:%G "$traces/$name")"
 done
-# Nobody reads its own trace, and it tells what nobody evicted of its own.
-(cd "$traces" && N verify "${mine[@]}") > "$work/verify.out" 2>&1 || true
-grep -q "segment_evicted" "$work/verify.out" || fail "no eviction under pressure: $(cat "$work/verify.out")"
+grep -q "segment_evicted" "$work/verify.out" \
+  || fail "no eviction under pressure after 3 sessions: $(cat "$work/verify.out")"
 grep -q "Permission denied" "$work/verify.out" && fail "nobody cannot read its trace: $(cat "$work/verify.out")"
 echo "caller authority: nobody's segments are nobody's; root's survive nobody's session"
 
