@@ -15,8 +15,9 @@ bool ThreadDirectory::Observe(const format::Record& record) {
           [&](const ThreadInfo& thread) { return OnThread(record.tid, thread); },
           [&](const ProcessInfo& process) { return OnProcess(record.tid, process); },
           [&](const ProcessFork& fork) { return OnFork(record.tid, fork); },
+          [&](const ProcessExec& exec) { return OnExec(record.tid, exec); },
           // Name no one.
-          [](const ClockSync&) { return false; }, [](const ProcessExec&) { return false; },
+          [](const ClockSync&) { return false; },
           [](const ThreadExit&) { return false; }, [](const SchedSwitch&) { return false; },
           [](const SchedWakeup&) { return false; }, [](const SchedMigrate&) { return false; },
           [](const CpuSample&) { return false; }, [](const OffCpu&) { return false; },
@@ -62,6 +63,19 @@ bool ThreadDirectory::OnFork(uint32_t parent_tid, const format::ProcessFork& for
   if (auto name = thread_names_.find(parent_tid); name != thread_names_.end()) {
     thread_names_.try_emplace(fork.child_tid, name->second);
   }
+  return true;
+}
+
+// After an exec the kernel names the process, and its one thread, after
+// the program's file (15 bytes of it, as comm holds them).
+bool ThreadDirectory::OnExec(uint32_t tid, const format::ProcessExec& exec) {
+  const uint32_t pid = exec.pid != 0 ? exec.pid : PidOf(tid);
+  const std::string_view file = exec.filename.substr(exec.filename.rfind('/') + 1);
+  const std::string name(file.substr(0, 15));
+  if (name.empty()) return false;
+  process_names_[pid] = name;
+  thread_names_[pid] = name;
+  pid_of_[pid] = pid;
   return true;
 }
 

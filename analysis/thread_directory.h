@@ -36,6 +36,7 @@ class ThreadDirectory {
   bool OnThread(uint32_t tid, const format::ThreadInfo& thread);
   bool OnProcess(uint32_t pid, const format::ProcessInfo& process);
   bool OnFork(uint32_t parent_tid, const format::ProcessFork& fork);
+  bool OnExec(uint32_t tid, const format::ProcessExec& exec);
 
   // Looked up per event: hash maps.
   absl::flat_hash_map<uint32_t, uint32_t> pid_of_;

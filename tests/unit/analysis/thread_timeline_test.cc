@@ -278,6 +278,19 @@ TEST_F(TimelineTest, AWakerThatExitedSaysWhatItDidAndOwnWaitsOutweighASample) {
   EXPECT_TRUE(a[1].doing_off_cpu);
 }
 
+// A child that execs is named after its new program, as the kernel names it.
+TEST(ThreadDirectoryTest, AnExecRenamesTheProcessAndItsThread) {
+  ThreadDirectory directory;
+  directory.Observe({.tid = 50, .payload = format::ProcessInfo{.name = "forky"}});
+  directory.Observe({.tid = 50, .payload = format::ProcessFork{.child_pid = 51, .child_tid = 51}});
+  EXPECT_EQ(directory.ProcessNameOf(51), "forky");
+  directory.Observe({.tid = 51, .payload = format::ProcessExec{.pid = 51,
+                                                               .filename = "/usr/lib/a-long-helper-name"}});
+  EXPECT_EQ(directory.ProcessNameOf(51), "a-long-helper-n");
+  EXPECT_EQ(directory.ThreadName(51), "a-long-helper-n");
+  EXPECT_EQ(directory.ProcessNameOf(50), "forky");
+}
+
 // A foreign process that exited before its name was read from /proc is
 // named by its main thread's comm; without that thread, by its pid.
 TEST(ThreadDirectoryTest, AGoneForeignProcessIsNamedByItsMainThread) {
