@@ -115,7 +115,6 @@ WakerContextPath ProbeWakerContext() {
                       csd_tracepoints ? ", csd_function" : "", *unreadable)};
 }
 
-
 }  // namespace
 
 struct Sources::Objects {
