@@ -24,7 +24,9 @@ analysis::TraceVerdict VerdictOf(const format::TraceReader& trace) {
                          static_cast<format::LossReason>(loss.reason()), loss.count());
     }
     for (const std::string& problem : summary.problems) {
-      verdict.problems.push_back(summary.path + ": " + problem);
+      // The reader's problems may name their file already.
+      verdict.problems.push_back(problem.starts_with(summary.path) ? problem
+                                                                   : summary.path + ": " + problem);
     }
   }
   return verdict;
