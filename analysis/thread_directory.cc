@@ -33,12 +33,13 @@ bool ThreadDirectory::OnThread(uint32_t tid, const format::ThreadInfo& thread) {
   // A traced thread described as foreign later is one whose process exited
   // first (traces from before louped kept exited targets apart): it stays
   // traced, with its own name.
-  if (thread.foreign && thread_names_.contains(tid) && !foreign_.contains(tid)) return false;
+  if (thread.foreign && described_traced_.contains(tid)) return false;
   pid_of_[tid] = thread.pid;
   if (thread.foreign) {
     foreign_[tid] = std::string(thread.process_name);
   } else {
     foreign_.erase(tid);
+    described_traced_.insert(tid);
   }
   std::string& name = thread_names_[tid];
   if (name == thread.name) return false;

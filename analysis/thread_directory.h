@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "daemon/format/record.h"
 
 namespace loupe::analysis {
@@ -43,6 +44,9 @@ class ThreadDirectory {
   std::map<uint32_t, std::string> process_names_;
   std::map<uint32_t, std::string> thread_names_;
   absl::flat_hash_map<uint32_t, std::string> foreign_;  // tid -> its process's name
+  // Described by the tracer as one of its targets' threads (not merely
+  // forked by one: a child it does not follow is foreign).
+  absl::flat_hash_set<uint32_t> described_traced_;
 };
 
 }  // namespace loupe::analysis

@@ -320,6 +320,14 @@ TEST(ThreadDirectoryTest, ATracedThreadStaysTracedWhenLaterCalledForeign) {
                                                               .foreign = true}});
   EXPECT_TRUE(directory.Traced(41));
   EXPECT_EQ(directory.ProcessNameOf(41), "svc");
+  // A child it forked but does not follow is described as foreign: it is.
+  directory.Observe({.tid = 40, .payload = format::ProcessFork{.child_pid = 45, .child_tid = 45}});
+  directory.Observe({.tid = 45, .payload = format::ThreadInfo{.pid = 45, .name = "hogFIFO",
+                                                              .foreign = true,
+                                                              .process_name = "hogFIFO"}});
+  EXPECT_FALSE(directory.Traced(45));
+  EXPECT_EQ(directory.ProcessNameOf(45), "hogFIFO");
+  EXPECT_EQ(directory.ThreadName(45), "hogFIFO");
 }
 
 }  // namespace
