@@ -411,7 +411,9 @@ void PerfettoWriter::DrawCounter(const format::Record& record, const format::Cou
 
 void PerfettoWriter::DrawLoss(const format::Record& record, const format::Loss& loss) {
   TrackEventBuilder event(On(LossTrack()), TrackEventBuilder::kInstant);
-  event.UniqueName(fmt::format("lost {} {} ({})", loss.count, format::LossSourceName(loss.source),
+  // A cut (a stack or string shortened) is not a lost event: named as verify names it.
+  event.UniqueName(fmt::format("{} {} {} ({})", format::IsCut(loss.reason) ? "cut" : "lost",
+                               loss.count, format::LossSourceName(loss.source),
                                format::LossReasonName(loss.reason)));
   event.Arg("count", static_cast<int64_t>(loss.count));
   event.Emit(record.time_ns);

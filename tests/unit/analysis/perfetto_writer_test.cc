@@ -133,6 +133,22 @@ TEST(PerfettoWriterTest, BlockedSliceIsNamedByItsWaitWithStackAndWaker) {
   EXPECT_EQ(end->time_ns, 50'000u);
 }
 
+// Events lost and content cut are told apart, as verify tells them.
+TEST(PerfettoWriterTest, LossesAreLostAndCutsAreCut) {
+  std::vector<Record> records = LockWait();
+  records.push_back({.time_ns = 4'200'000,
+                     .payload = format::Loss{.source = format::LossSource::kSched,
+                                             .reason = format::LossReason::kRingFull,
+                                             .count = 3}});
+  records.push_back({.time_ns = 4'300'000,
+                     .payload = format::Loss{.source = format::LossSource::kSched,
+                                             .reason = format::LossReason::kUnwindStopped,
+                                             .count = 2}});
+  const DecodedTrace trace = Export(records);
+  EXPECT_NE(Named(trace, "lost 3 sched (ring_full)"), nullptr);
+  EXPECT_NE(Named(trace, "cut 2 sched (unwind_stopped)"), nullptr);
+}
+
 TEST(PerfettoWriterTest, SwitchesAndWakeupsArePerfettosSchedulingData) {
   const DecodedTrace trace = Export(LockWait());
   ASSERT_EQ(trace.switches.size(), 4u);
