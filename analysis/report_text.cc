@@ -179,10 +179,24 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
                        model.ends_without_begin(),
                        model.options().since_ns > 0 ? "--since or before the trace" : "the trace");
   }
+  // A --request probe that never fired explains an empty or missing kind.
+  for (const UsdtPair& pair : model.options().pairs) {
+    for (const std::string& probe : {pair.begin_probe, pair.end_probe}) {
+      if (!model.usdt().contains(probe)) {
+        out += fmt::format("\n--request {}: {} never fired in this trace\n", pair.name, probe);
+      }
+    }
+  }
   for (const KindReport& kind : model.kinds()) {
-    out += fmt::format("\n{} ({}): {} requests, p50 {}, p90 {}, p99 {}, max {}\n", kind.kind.name,
-                       RequestSourceName(kind.kind.source), kind.count, ApproxMs(kind.p50_ns),
-                       ApproxMs(kind.p90_ns), ApproxMs(kind.p99_ns), Ms(kind.max_ns));
+    if (kind.count == 0) {
+      out += fmt::format("\n{} ({}): no complete request\n", kind.kind.name,
+                         RequestSourceName(kind.kind.source));
+    } else {
+      out += fmt::format("\n{} ({}): {} requests, p50 {}, p90 {}, p99 {}, max {}\n",
+                         kind.kind.name, RequestSourceName(kind.kind.source), kind.count,
+                         ApproxMs(kind.p50_ns), ApproxMs(kind.p90_ns), ApproxMs(kind.p99_ns),
+                         Ms(kind.max_ns));
+    }
     if (kind.unpaired_begins + kind.unpaired_ends != 0) {
       out += fmt::format("  unpaired: {} begun without an end, {} ended without a begin\n",
                          kind.unpaired_begins, kind.unpaired_ends);
@@ -197,6 +211,7 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
                          kind.pairing_lost);
     }
     const Breakdown& slow = kind.slow;
+    if (kind.count == 0) continue;
     if (slow.count == 0) {
       // Only a --slow threshold above every request leaves none: say so.
       out += fmt::format("  slow: no request ≥ {} ({}); the longest took {}\n",

@@ -267,6 +267,24 @@ TEST(ReportModelTest, LostSchedulerEventsMakeTimesNotExact) {
   EXPECT_NE(ReportJson(model, {}).find("\"times_exact\":true"), std::string::npos);
 }
 
+// A --request whose begin probe never fired says so, and its kind shows no
+// percentiles of nothing.
+TEST(ReportModelTest, ARequestPairWhoseProbeNeverFiredIsSaidSo) {
+  absl::StatusOr<UsdtPair> pair = ParseUsdtPair("myapp:nope..req__done");
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  ReportModel model({.pairs = {*pair}});
+  Preamble(model, 1'000);
+  for (uint64_t t : {2'000, 3'000}) {
+    model.Add({.time_ns = t, .tid = kHandler, .payload = format::UsdtEvent{.probe = "myapp:req__done"}});
+  }
+  model.Finish();
+  const std::string text = ReportText(model, {});
+  EXPECT_NE(text.find("myapp:nope never fired in this trace"), std::string::npos) << text;
+  EXPECT_NE(text.find("(usdt): no complete request"), std::string::npos) << text;
+  EXPECT_EQ(text.find("p50"), std::string::npos) << text;
+  EXPECT_EQ(text.find("req__done never fired"), std::string::npos) << text;
+}
+
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
   ReportModel model({});
   LockWait(model, false);
