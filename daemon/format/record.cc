@@ -39,6 +39,7 @@ constexpr std::array<std::string_view, kMaxLossReason + 1> kReasonNames = {
     "unknown",     "ring_full",    "stack_truncated", "string_truncated",
     "late",        "queue_full",   "segment_evicted", "shipping_abandoned",
     "cap_reached", "write_failed", "malformed",       "unwind_stopped",
+    "unreadable",
 };
 
 template <typename Names>

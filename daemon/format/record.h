@@ -72,15 +72,18 @@ enum class LossReason : uint8_t {
   kWriteFailed,
   kMalformed,
   kUnwindStopped,
+  kUnreadable,
 };
-inline constexpr int kMaxLossReason = static_cast<int>(LossReason::kUnwindStopped);
+inline constexpr int kMaxLossReason = static_cast<int>(LossReason::kUnreadable);
 
 // Content cut short rather than events lost: a stack deeper than the cap, a
 // string longer than the cap, a stack walk that met a frame that cannot be
-// one. Cuts are counted and shown; they do not make a trace incomplete.
+// one, a name or value a probe pointed at that could not be read (the event
+// is kept, its content marked). Cuts are counted and shown; they do not make
+// a trace incomplete.
 constexpr bool IsCut(LossReason reason) {
   return reason == LossReason::kStackTruncated || reason == LossReason::kStringTruncated ||
-         reason == LossReason::kUnwindStopped;
+         reason == LossReason::kUnwindStopped || reason == LossReason::kUnreadable;
 }
 
 std::string_view LossSourceName(LossSource source);

@@ -51,8 +51,8 @@ std::vector<format::Loss> LossLedger::Since(const LossCounts& now) {
       before.shim_strings_cut);
   add(LossSource::kUsdt, LossReason::kStringTruncated, probe.usdt_strings_cut,
       before.usdt_strings_cut);
-  add(LossSource::kShim, LossReason::kMalformed, probe.shim_unreadable, before.shim_unreadable);
-  add(LossSource::kUsdt, LossReason::kMalformed, probe.usdt_unreadable, before.usdt_unreadable);
+  add(LossSource::kShim, LossReason::kUnreadable, probe.shim_unreadable, before.shim_unreadable);
+  add(LossSource::kUsdt, LossReason::kUnreadable, probe.usdt_unreadable, before.usdt_unreadable);
   reported_ = now;
   return out;
 }

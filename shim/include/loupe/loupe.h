@@ -175,10 +175,18 @@ LOUPE__EMITTER void loupe__emit_trigger(const char *name)
 	LOUPE__PROBE(trigger, "8@%%rdi", "D"(name));
 }
 
-/* Is louped tracing this process right now? For work that only feeds probes. */
+/* Is louped tracing this process right now? For work that only feeds probes.
+ * Any of the shim's semaphores: the compiler drops the emitters a binary
+ * never calls, and with them their probe sites, so one that uses only
+ * operations has no span_begin site for louped to raise. */
 static inline int loupe_tracing(void)
 {
-	return LOUPE__ON(span_begin);
+	return __builtin_expect((loupe_span_begin_semaphore | loupe_span_end_semaphore |
+				 loupe_instant_semaphore | loupe_counter_semaphore |
+				 loupe_operation_begin_semaphore | loupe_operation_end_semaphore |
+				 loupe_operation_pass_semaphore | loupe_thread_name_semaphore |
+				 loupe_trigger_semaphore) != 0,
+				0);
 }
 
 static inline loupe_span_t loupe_span_begin(const char *name)

@@ -263,11 +263,12 @@ TEST_F(PipelineReplayTest, ARunningPipelineAllocatesNothingPerEvent) {
       << kRoundsPerDrain * 6 << " events";
   EXPECT_EQ(OfKind<format::OffCpu>(records).size(), kDrains * kRoundsPerDrain);
   EXPECT_EQ(OfKind<format::SpanBegin>(records).size(), kDrains * kRoundsPerDrain);
-  // The only loss: each span's name, which no process here holds.
+  // The only cut: each span's name, which no process here holds (the
+  // events are all there).
   uint64_t unreadable = 0;
   for (const format::Loss& loss : OfKind<format::Loss>(records)) {
     EXPECT_EQ(loss.source, format::LossSource::kShim);
-    EXPECT_EQ(loss.reason, format::LossReason::kMalformed);
+    EXPECT_EQ(loss.reason, format::LossReason::kUnreadable);
     unreadable += loss.count;
   }
   EXPECT_EQ(unreadable, kDrains * kRoundsPerDrain);
