@@ -549,11 +549,14 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
   const char* verb = wait == WaitClass::kLock          ? "held by"
                      : wait == WaitClass::kPipeSocket  ? "fed by"
                      : wait == WaitClass::kCondition   ? "signalled by"
+                     : wait == WaitClass::kStopped     ? "resumed by"
                                                        : "woken by";
   // The dominant class's own share: other classes are on the summary line.
   const auto in_class = b.off_cpu_ns.find(b.dominant_class);
   const uint64_t class_ns = in_class != b.off_cpu_ns.end() ? in_class->second : b.blocked_ns;
-  return fmt::format("{}{} blocked {}{}{}", head, Percent(b.Share(class_ns)), WaitClassPhrase(wait),
+  // A stopped thread is not blocked on anything: it was stopped.
+  return fmt::format("{}{} {}{}{}{}", head, Percent(b.Share(class_ns)),
+                     wait == WaitClass::kStopped ? "" : "blocked ", WaitClassPhrase(wait),
                      where(class_ns), wait == WaitClass::kTracer ? "" : by(verb));
 }
 

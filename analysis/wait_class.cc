@@ -73,7 +73,7 @@ WaitClass FutexKind(std::span<const NamedFrame> user) {
 
 constexpr std::array<std::string_view, kWaitClassCount> kNames = {
     "lock", "condition", "futex", "block_io", "pipe_socket", "poll",
-    "sleep", "page_fault", "tracer", "other",
+    "sleep", "page_fault", "tracer", "stopped", "other",
 };
 constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
     "on a lock",
@@ -85,6 +85,7 @@ constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
     "sleeping",
     "in page faults",
     "inside the tracer's uprobe handling (Loupe's own cost, not the application's)",
+    "stopped by a signal (SIGSTOP) or a debugger",
     "off CPU",
 };
 
@@ -95,7 +96,11 @@ std::string_view WaitClassPhrase(WaitClass wait) { return kPhrases[static_cast<i
 
 Classified ClassifyWait(uint32_t prev_state, std::span<const NamedFrame> kernel,
                         std::span<const NamedFrame> user) {
-  (void)prev_state;  // the stacks say more than S or D; D without a telling stack is "other"
+  // The stacks say more than S or D (D without a telling stack is "other");
+  // a stopped thread is stopped, whatever it was doing.
+  if ((format::TaskState(prev_state) & (format::kTaskStopped | format::kTaskTraced)) != 0) {
+    return {WaitClass::kStopped, -1};
+  }
   for (const KernelRule& rule : kKernelRules) {
     for (size_t i = 0; i < kernel.size(); ++i) {
       if (!Contains(kernel[i].function, rule.functions)) continue;

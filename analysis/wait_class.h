@@ -22,6 +22,7 @@ enum class WaitClass : uint8_t {
   kSleep,       // nanosleep and other timed sleeps
   kPageFault,   // a page fault or memory reclaim
   kTracer,      // inside the kernel's uprobe handling: the tracer's cost, not the application's
+  kStopped,     // stopped by a signal (SIGSTOP) or a debugger
   kOther,
 };
 inline constexpr int kWaitClassCount = static_cast<int>(WaitClass::kOther) + 1;

@@ -165,6 +165,9 @@ struct SchedSwitch {
 };
 // The kernel's TASK_DEAD in prev_state: an exited thread's last switch.
 inline constexpr uint32_t kTaskDead = 0x80;
+// The kernel's __TASK_STOPPED and __TASK_TRACED: stopped by a signal
+// (SIGSTOP, SIGTSTP) or by a debugger.
+inline constexpr uint32_t kTaskStopped = 0x4, kTaskTraced = 0x8;
 // In prev_state: a switch the kernel did not report, placed by its own
 // accounting of when the next thread began to run (docs/format.md).
 inline constexpr uint32_t kSwitchInferred = 1u << 30;

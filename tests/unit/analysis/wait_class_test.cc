@@ -76,6 +76,16 @@ TEST(WaitClassTest, TheKernelsLocksAndFileLocksAreLocks) {
   EXPECT_EQ(Classify({"schedule", "rwsem_down_read_slowpath", "handle_swbp"}, {}), WaitClass::kTracer);
 }
 
+// SIGSTOP (prev_state 0x104: __TASK_STOPPED with TASK_WAKEKILL) and a
+// debugger's stop are their own class, whatever the stacks were.
+TEST(WaitClassTest, AStoppedThreadIsStopped) {
+  const auto stop = {"schedule", "do_signal_stop", "get_signal", "arch_do_signal_or_restart"};
+  EXPECT_EQ(Classify(stop, {"spin_wall", "main"}, 0x104), WaitClass::kStopped);
+  EXPECT_EQ(Classify({"schedule", "ptrace_stop"}, {"main"}, 0x8), WaitClass::kStopped);
+  EXPECT_EQ(Classify(stop, {"spin_wall", "main"}, 0x1), WaitClass::kOther);
+  EXPECT_EQ(WaitClassName(WaitClass::kStopped), "stopped");
+}
+
 TEST(WaitClassTest, KernelFramesTellIoSleepPollAndFaults) {
   EXPECT_EQ(Classify({"schedule", "pipe_read", "vfs_read"}, {"read"}), WaitClass::kPipeSocket);
   EXPECT_EQ(Classify({"schedule", "unix_stream_read_generic"}, {}), WaitClass::kPipeSocket);
