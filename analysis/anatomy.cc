@@ -12,6 +12,9 @@ void Anatomy::AddInterval(const StateInterval& interval, uint64_t ns) {
       blocked.Add(EvidenceKey(interval.stack, interval.prev_state), ns);
       if (interval.wake.seen) {
         wakers.Add(WakerKey(interval.wake.tid, interval.wake.context), ns);
+        wakers_by_wait.Add({EvidenceKey(interval.stack, interval.prev_state),
+                            WakerKey(interval.wake.tid, interval.wake.context)},
+                           ns);
         if (interval.wake.doing_stack != 0) {
           waker_doing.Add(WakerDoingKey(interval.wake.tid, interval.wake.doing_stack,
                                         interval.wake.doing_off_cpu),
@@ -59,6 +62,7 @@ void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
   kernel_samples += other.kernel_samples;
   holders.Merge(other.holders);
   wakers.Merge(other.wakers);
+  wakers_by_wait.Merge(other.wakers_by_wait);
   waker_doing.Merge(other.waker_doing);
   samples.Merge(other.samples);
 }

@@ -449,7 +449,7 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
     auto& best = doing[static_cast<uint32_t>(key >> 32)];
     if (ns > best.second) best = {key, ns};
   });
-  for (const auto& [key, ns] : a.wakers.Largest(kRows)) {
+  const auto name_waker = [&](uint64_t key, uint64_t ns) {
     const uint32_t tid = static_cast<uint32_t>(key >> 8);
     const auto context = static_cast<format::WakerContext>(key & 0xff);
     Breakdown::Waker waker{NameOf(tid), std::string(format::WakerContextName(context)), ns, ""};
@@ -463,7 +463,18 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
       waker.doing = stacks_.InnermostApplicationFunction(it->second.first & 0x7fffffffu);
       waker.doing_off_cpu = (it->second.first >> 31 & 1) != 0;
     }
-    b.wakers.push_back(std::move(waker));
+    return waker;
+  };
+  for (const auto& [key, ns] : a.wakers.Largest(kRows)) b.wakers.push_back(name_waker(key, ns));
+  const std::string dominant_wait = b.dominant == "sleep" ? "sleep" : b.dominant_class;
+  if (!dominant_wait.empty()) {
+    Counts<uint64_t> in_wait;
+    a.wakers_by_wait.ForEach([&](const std::pair<uint64_t, uint64_t>& key, uint64_t ns) {
+      if (WaitOf(key.first) == dominant_wait) in_wait.Add(key.second, ns);
+    });
+    if (const auto top = in_wait.Largest(1); !top.empty()) {
+      b.dominant_waker = name_waker(top[0].first, top[0].second);
+    }
   }
   b.sentence = Sentence(b, short_name);
   return b;
@@ -494,7 +505,7 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
     if (share == Percent(b.Share(wait_ns))) return " in " + stack->function;
     return fmt::format(", {} in {}", share, stack->function);
   };
-  const Breakdown::Waker* waker = b.wakers.empty() ? nullptr : &b.wakers.front();
+  const Breakdown::Waker* waker = b.dominant_waker ? &*b.dominant_waker : nullptr;
   auto by = [&](std::string_view verb) -> std::string {
     if (!waker) return "";
     if (waker->context == "timer") return std::string(", woken by a timer");

@@ -77,6 +77,9 @@ struct Breakdown {
     bool doing_off_cpu = false;  // `doing` is where it waited itself, not sampled work
   };
   std::vector<Waker> wakers;
+  // Who ended most of the dominant kind of wait (the sentence's): the
+  // largest waker overall may have ended another kind.
+  std::optional<Waker> dominant_waker;
   struct Handoff {
     ThreadName from, to;  // who passed the operation on, who took it up
     uint64_t ns = 0;      // queued in between

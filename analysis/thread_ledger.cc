@@ -99,6 +99,7 @@ void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence)
     into->blocked.Add(b.evidence, b.ns);
     if (!b.woken) continue;
     into->wakers.Add(b.waker, b.ns);
+    into->wakers_by_wait.Add({b.evidence, b.waker}, b.ns);
     if (b.doing != 0) into->waker_doing.Add(b.doing, b.ns);
   }
   if (cuts_ != mark.evidence_cut) return;

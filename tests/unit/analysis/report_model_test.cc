@@ -285,6 +285,54 @@ TEST(ReportModelTest, ARequestPairWhoseProbeNeverFiredIsSaidSo) {
   EXPECT_EQ(text.find("req__done never fired"), std::string::npos) << text;
 }
 
+// The sentence's waker is the one that ended most of the dominant kind of
+// wait, not the largest waker over every kind.
+TEST(ReportModelTest, TheSentencesWakerEndedTheDominantWait) {
+  constexpr uint64_t kNanosleep = 0xffffffff81000030;
+  const uint64_t sleep_kernel[] = {kNanosleep};
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "request"}});
+  struct Wait {
+    std::span<const uint64_t> kernel;
+    uint64_t ns;
+    uint32_t waker;
+    format::WakerContext context;
+  };
+  // Sleep 60 µs (40 ended by a timer, 20 by the janitor), a lock 30 µs
+  // (the janitor): the janitor ended more in all, the timer more sleep.
+  const Wait waits[] = {{sleep_kernel, 40'000, kHolder, format::WakerContext::kTimer},
+                        {sleep_kernel, 20'000, kHolder, format::WakerContext::kTask},
+                        {kBlockedKernel, 30'000, kHolder, format::WakerContext::kTask}};
+  uint64_t t = 1'000;
+  for (const Wait& wait : waits) {
+    model.Add({.time_ns = t, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+    model.Add({.time_ns = t + wait.ns, .tid = wait.waker, .cpu = 1,
+               .payload = format::SchedWakeup{.woken_tid = kHandler, .context = wait.context}});
+    model.Add({.time_ns = t + wait.ns, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+    model.Add({.time_ns = t + wait.ns, .tid = kHandler, .cpu = 0,
+               .payload = format::OffCpu{.duration_ns = wait.ns, .prev_state = 1,
+                                         .user_stack = kBlockedUser, .kernel_stack = wait.kernel,
+                                         .operation_id = 3}});
+    t += wait.ns;
+  }
+  model.Add({.time_ns = t, .tid = kHandler, .payload = format::OperationEnd{3}});
+  v1::SymbolTable symbols = Symbols();
+  auto* entry = symbols.add_addresses();
+  entry->set_address(kNanosleep);
+  entry->add_frames()->set_function("do_nanosleep");
+  model.AddSymbols(symbols);
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  ASSERT_FALSE(request->slow.wakers.empty());
+  EXPECT_EQ(request->slow.wakers[0].who.thread, "janitor");  // 50 µs in all
+  EXPECT_NE(request->slow.sentence.find("sleeping"), std::string::npos) << request->slow.sentence;
+  EXPECT_NE(request->slow.sentence.find("woken by a timer"), std::string::npos)
+      << request->slow.sentence;
+}
+
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
   ReportModel model({});
   LockWait(model, false);
