@@ -3,12 +3,7 @@
 # uses only operations (its span emitters are dropped by the compiler).
 set -euo pipefail
 tracectl=$1 app=$2
-fail() { echo "FAIL: $*"; exit 1; }
-if [ "$(id -u)" != 0 ]; then
-  [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
-  echo "SKIP: needs root to load BPF"; exit 77
-fi
-work=$(mktemp -d)
+source "$(dirname "$0")/privileged.sh"
 export LOUPE_SOCKET=$work/no-louped.sock  # embedded
 "$app" > "$work/app.out" &
 app_pid=$!
