@@ -89,7 +89,8 @@ grep -q '^  slow: no request ≥ 20000.000 ms (--slow); the longest took' "$work
   || fail "--slow 20 (seconds): $(head -8 "$work/slow-20.txt")"
 refused "expected a positive number with a unit: ns, us, ms, s, m or h" --slow 20xs
 
-# A pid the trace does not have, and a window past its end, are said so.
+# A pid or an operation the trace does not have, and a window past its end, are said so.
 refused "--pid 4194303: no process with that pid in this trace" --pid 4194303
 refused "--since 1h is past the trace's end" --since 1h
+refused "--operation 999: no request of that operation id in this trace" --operation 999
 echo PASS

@@ -115,6 +115,11 @@ int RunReport(const ReportOptions& options) {
         "--pid {}: no process with that pid in this trace (tracectl verify lists its processes)",
         *options.pid)));
   }
+  if (options.operation && model.kinds().empty()) {
+    return Fail(absl::NotFoundError(fmt::format(
+        "--operation {}: no request of that operation id in this trace{}", *options.operation,
+        options.since.empty() && options.until.empty() ? "" : " and window")));
+  }
   if (!from_collector && !options.since.empty() &&
       model.options().since_ns > model.last_ns() - model.first_ns()) {
     return Fail(absl::InvalidArgumentError(
