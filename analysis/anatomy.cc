@@ -11,7 +11,6 @@ void Anatomy::AddInterval(const StateInterval& interval, uint64_t ns) {
       blocked_ns += ns;
       blocked.Add(EvidenceKey(interval.stack, interval.prev_state), ns);
       if (interval.wake.seen) {
-        wakers.Add(WakerKey(interval.wake.tid, interval.wake.context), ns);
         wakers_by_wait.Add({EvidenceKey(interval.stack, interval.prev_state),
                             WakerKey(interval.wake.tid, interval.wake.context)},
                            ns);
@@ -61,7 +60,6 @@ void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
   user_samples += other.user_samples;
   kernel_samples += other.kernel_samples;
   holders.Merge(other.holders);
-  wakers.Merge(other.wakers);
   wakers_by_wait.Merge(other.wakers_by_wait);
   waker_doing.Merge(other.waker_doing);
   samples.Merge(other.samples);

@@ -114,8 +114,7 @@ struct Anatomy {
   Counts<uint32_t> taker_samples;
   Counts<uint64_t> blocked;      // EvidenceKey -> ns
   Counts<uint32_t> holders;      // tid -> ns it held the CPU waited for (not while throttled)
-  Counts<uint64_t> wakers;       // WakerKey -> ns of wait it ended
-  // (EvidenceKey, WakerKey) -> ns: who ended which kind of wait.
+  // (EvidenceKey, WakerKey) -> ns: who ended which wait.
   Counts<std::pair<uint64_t, uint64_t>> wakers_by_wait;
   Counts<uint64_t> waker_doing;  // WakerDoingKey -> ns
   uint64_t user_samples = 0, kernel_samples = 0;

@@ -465,16 +465,16 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
     }
     return waker;
   };
-  for (const auto& [key, ns] : a.wakers.Largest(kRows)) b.wakers.push_back(name_waker(key, ns));
+  // Every wait's wakers, and those of the dominant kind of wait.
   const std::string dominant_wait = b.dominant == "sleep" ? "sleep" : b.dominant_class;
-  if (!dominant_wait.empty()) {
-    Counts<uint64_t> in_wait;
-    a.wakers_by_wait.ForEach([&](const std::pair<uint64_t, uint64_t>& key, uint64_t ns) {
-      if (WaitOf(key.first) == dominant_wait) in_wait.Add(key.second, ns);
-    });
-    if (const auto top = in_wait.Largest(1); !top.empty()) {
-      b.dominant_waker = name_waker(top[0].first, top[0].second);
-    }
+  Counts<uint64_t> all, in_wait;
+  a.wakers_by_wait.ForEach([&](const std::pair<uint64_t, uint64_t>& key, uint64_t ns) {
+    all.Add(key.second, ns);
+    if (!dominant_wait.empty() && WaitOf(key.first) == dominant_wait) in_wait.Add(key.second, ns);
+  });
+  for (const auto& [key, ns] : all.Largest(kRows)) b.wakers.push_back(name_waker(key, ns));
+  if (const auto top = in_wait.Largest(1); !top.empty()) {
+    b.dominant_waker = name_waker(top[0].first, top[0].second);
   }
   b.sentence = Sentence(b, short_name);
   return b;

@@ -98,7 +98,6 @@ void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence)
     const Blocked& b = blocked_[i];
     into->blocked.Add(b.evidence, b.ns);
     if (!b.woken) continue;
-    into->wakers.Add(b.waker, b.ns);
     into->wakers_by_wait.Add({b.evidence, b.waker}, b.ns);
     if (b.doing != 0) into->waker_doing.Add(b.doing, b.ns);
   }
