@@ -47,6 +47,7 @@ void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
   throttled_ns += other.throttled_ns;
   blocked_ns += other.blocked_ns;
   queued_ns += other.queued_ns;
+  unplaced_ns += other.unplaced_ns;
   taker_outside_ns += other.taker_outside_ns;
   taker_inside_ns += other.taker_inside_ns;
   taker_blocked_ns += other.taker_blocked_ns;

@@ -120,10 +120,14 @@ struct Anatomy {
   uint64_t user_samples = 0, kernel_samples = 0;
   Counts<uint32_t> samples;  // stack id -> samples
 
+  // A thread's totals: its time no switch in the trace places. (A
+  // request's is what its duration has beyond its parts.)
+  uint64_t unplaced_ns = 0;
+
   // What the parts do not cover: time the trace cannot place.
   uint64_t unaccounted_ns() const {
     const uint64_t parts = on_cpu_ns + runq_ns + blocked_ns + queued_ns;
-    return duration_ns > parts ? duration_ns - parts : 0;
+    return duration_ns > parts ? duration_ns - parts : unplaced_ns;
   }
   // One ended interval of the thread (running, blocked or runnable).
   void AddInterval(const StateInterval& interval, uint64_t ns);

@@ -137,13 +137,16 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                     {"problems", verdict.problems},
                     {"events", verdict.events}};
   doc["sched_data"] = model.has_sched_data();
-  // false when scheduler events were lost: threads' times then fall short.
-  doc["times_exact"] = model.has_sched_data() && verdict.SchedLost() == 0;
+  // false when scheduler events were lost or a switch is missing: threads'
+  // times then fall short.
+  doc["times_exact"] = model.times_exact(verdict.SchedLost());
   doc["trace"] = {{"first_ns", model.first_ns()},
                   {"last_ns", model.last_ns()},
                   {"duration_ns", model.last_ns() - model.first_ns()},
                   {"sample_hz", model.sample_hz()},
-                  {"inferred_switches", model.inferred_switches()}};
+                  {"inferred_switches", model.inferred_switches()},
+                  {"unplaced", {{"stretches", model.unplaced_stretches()},
+                                {"ns", model.unplaced_ns()}}}};
   Json kinds = Json::array();
   for (const KindReport& kind : model.kinds()) {
     Json row = {{"kind", RequestSourceName(kind.kind.source)},

@@ -152,11 +152,18 @@ void ReportModel::Settle(uint32_t tid, ThreadAccount& account, uint64_t now) {
 void ReportModel::OnInterval(const StateInterval& interval) {
   if (options_.pid && stacks_.threads().PidOf(interval.tid) != *options_.pid) return;
   ThreadAccount& account = AccountOf(interval.tid);
-  if (interval.state == ThreadState::kRunning) {
+  // Running time may have been settled already; so may the start of a
+  // stretch no switch places (it began where the thread was last seen run).
+  if (interval.state == ThreadState::kRunning || interval.state == ThreadState::kUnknown) {
     const uint64_t from = std::max(account.settled_until, interval.begin_ns);
     account.settled_until = std::max(account.settled_until, interval.end_ns);
     if (interval.end_ns <= from) return;
-    account.ledger.AddInterval(interval, interval.end_ns - from, WindowPart(from, interval.end_ns));
+    const uint64_t in_window = WindowPart(from, interval.end_ns);
+    if (interval.state == ThreadState::kUnknown && in_window != 0) {
+      ++unplaced_stretches_;
+      unplaced_ns_ += in_window;
+    }
+    account.ledger.AddInterval(interval, interval.end_ns - from, in_window);
     return;
   }
   // Off CPU, no request can have opened or closed: each open one holds it whole.

@@ -157,6 +157,14 @@ class ReportModel {
   // Switch-ins the kernel's tracepoint did not report, placed by louped from
   // the scheduler's own accounting (format::kSwitchInferred): to a few µs.
   uint64_t inferred_switches() const { return inferred_switches_; }
+  // Stretches of the wanted threads' time, in the window, that no switch in
+  // the trace places (one missing and not inferred): they read as unaccounted.
+  uint64_t unplaced_stretches() const { return unplaced_stretches_; }
+  uint64_t unplaced_ns() const { return unplaced_ns_; }
+  // Every thread's time is placed by a context switch, none lost or missing.
+  bool times_exact(uint64_t sched_lost) const {
+    return has_sched_data() && sched_lost == 0 && unplaced_stretches_ == 0;
+  }
   const ReportOptions& options() const { return options_; }
   // Sampled: self and total samples per function (the wanted threads', in the window).
   struct FunctionCost {
@@ -262,6 +270,7 @@ class ReportModel {
   absl::flat_hash_map<uint64_t, std::string> wait_of_;  // evidence -> class name
   uint64_t ends_without_begin_ = 0;
   uint64_t inferred_switches_ = 0;
+  uint64_t unplaced_stretches_ = 0, unplaced_ns_ = 0;
   std::array<uint64_t, format::kMaxLossSource + 1> lost_by_source_{};
   uint64_t first_ns_ = 0, last_ns_ = 0;
   uint32_t sample_hz_ = 0;

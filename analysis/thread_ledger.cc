@@ -68,6 +68,7 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
       }
       return;
     case ThreadState::kUnknown:
+      totals.unplaced_ns += window_ns;
       return;
   }
 }

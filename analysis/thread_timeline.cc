@@ -72,14 +72,16 @@ void ThreadTimeline::Gone(uint32_t tid, uint64_t t) {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return;
   Flush(tid);
-  if (it->second.state == ThreadState::kRunning) {
-    Emit(tid, it->second, ThreadState::kRunning, it->second.since, t);
-  } else if (it->second.state == ThreadState::kRunnable) {
-    LeaveWaiters(tid, it->second.cpu);
+  Track& track = it->second;
+  // Its exit record is its own: it ran then.
+  if (track.state == ThreadState::kRunnable || track.state == ThreadState::kBlocked) {
+    MissedSwitchIn(tid, track, t);
   }
+  EndGap(tid, track, t);
+  if (track.state == ThreadState::kRunning) Emit(tid, track, ThreadState::kRunning, track.since, t);
   // Its wakeups on the way out (a joiner's) may come after its exit: what
   // it did lately stays known for them.
-  departed_.insert_or_assign(tid, Departed{it->second.recent_samples, it->second.recent_waits});
+  departed_.insert_or_assign(tid, Departed{track.recent_samples, track.recent_waits});
   departed_order_.push_back(tid);
   if (departed_order_.size() > kDepartedKept) {
     departed_.erase(departed_order_.front());
@@ -97,7 +99,12 @@ void ThreadTimeline::OnOwnRecord(const format::Record& record, uint32_t sample_s
   }
   // The thread ran this record itself: once switches are being traced, its
   // state is known from here on.
-  if (track->state == ThreadState::kUnknown && sched_seen_) {
+  if (!sched_seen_) return;
+  if (track->state == ThreadState::kRunnable || track->state == ThreadState::kBlocked) {
+    MissedSwitchIn(record.tid, *track, record.time_ns);
+  }
+  if (track->state == ThreadState::kUnknown) {
+    EndGap(record.tid, *track, record.time_ns);
     track->state = ThreadState::kRunning;
     track->since = record.time_ns;
     track->cpu = record.cpu;
@@ -115,7 +122,7 @@ void ThreadTimeline::OnSwitch(const format::Record& record, const format::SchedS
                                                 lost->second.state == ThreadState::kRunning &&
                                                 lost->second.cpu == record.cpu) {
       Flush(cpu.current);
-      lost->second.state = ThreadState::kUnknown;
+      LoseTrack(cpu.current, lost->second, lost->second.since);
     }
   }
   // Whoever switched out had this CPU until now: every thread waiting here waited for it.
@@ -137,8 +144,11 @@ void ThreadTimeline::OnSwitch(const format::Record& record, const format::SchedS
 void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t cpu,
                                uint32_t prev_state) {
   Flush(tid);
+  if (track.state == ThreadState::kRunnable || track.state == ThreadState::kBlocked) {
+    MissedSwitchIn(tid, track, t);
+  }
+  EndGap(tid, track, t);
   if (track.state == ThreadState::kRunning) Emit(tid, track, ThreadState::kRunning, track.since, t);
-  if (track.state == ThreadState::kRunnable) LeaveWaiters(tid, track.cpu);
   track.switched_out_ns = t;
   track.unended_stack = 0;
   const bool raced = track.racing_wake && t - track.racing_wake_ns <= kRaceWindowNs;
@@ -158,6 +168,7 @@ void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t 
 
 void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t cpu) {
   Flush(tid);
+  EndGap(tid, track, t);
   track.pending_blocked.state = ThreadState::kUnknown;
   track.pending_runnable.state = ThreadState::kUnknown;
   if (track.state == ThreadState::kRunnable) {
@@ -234,6 +245,7 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   const uint64_t t = record.time_ns;
   Wake wake{.seen = true, .tid = record.tid, .context = wakeup.context};
   if (wakeup.is_new || woken->state == ThreadState::kUnknown) {
+    EndGap(wakeup.woken_tid, *woken, t);
     woken->was_blocked = false;
     BecomeRunnable(wakeup.woken_tid, *woken, t, wakeup.target_cpu, /*throttled=*/false);
     return;
@@ -405,9 +417,43 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
         break;
       }
       case ThreadState::kUnknown:
+        EndGap(tid, track, end_ns);
         break;
     }
   }
+}
+
+void ThreadTimeline::LoseTrack(uint32_t tid, Track& track, uint64_t since) {
+  if (track.state == ThreadState::kRunnable) LeaveWaiters(tid, track.cpu);
+  track.state = ThreadState::kUnknown;
+  track.in_gap = true;
+  track.gap_since = since;
+}
+
+void ThreadTimeline::EndGap(uint32_t tid, Track& track, uint64_t t) {
+  if (!track.in_gap) return;
+  track.in_gap = false;
+  if (t > track.gap_since) {
+    sink_({.tid = tid, .state = ThreadState::kUnknown, .begin_ns = track.gap_since, .end_ns = t,
+           .cpu = track.cpu});
+  }
+}
+
+void ThreadTimeline::MissedSwitchIn(uint32_t tid, Track& track, uint64_t t) {
+  Flush(tid);
+  // Its wait up to the wakeup is known; when the run-queue wait ended is not.
+  if (track.state == ThreadState::kRunnable && track.was_blocked) {
+    sink_({.tid = tid,
+           .state = ThreadState::kBlocked,
+           .begin_ns = track.blocked_since,
+           .end_ns = track.since,
+           .cpu = track.cpu,
+           .prev_state = track.prev_state,
+           .wake = track.wake});
+  }
+  track.was_blocked = false;
+  LoseTrack(tid, track, track.since);
+  EndGap(tid, track, t);
 }
 
 }  // namespace loupe::analysis

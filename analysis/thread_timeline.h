@@ -23,6 +23,9 @@
 
 namespace loupe::analysis {
 
+// kUnknown intervals are a traced thread's time that no switch in the trace
+// places (a switch the kernel did not report and louped could not infer in
+// time): emitted so that readers can say how much, never guessed at.
 enum class ThreadState : uint8_t { kUnknown, kRunning, kBlocked, kRunnable };
 
 struct Holder {
@@ -98,6 +101,9 @@ class ThreadTimeline {
     ThreadState state = ThreadState::kUnknown;
     uint64_t since = 0;
     uint32_t cpu = 0;
+    // kUnknown since `gap_since` because a switch is missing (not merely never seen).
+    bool in_gap = false;
+    uint64_t gap_since = 0;
     // Blocked, then runnable: the blocked part is emitted with the runnable one.
     bool was_blocked = false;
     uint64_t blocked_since = 0;
@@ -138,6 +144,13 @@ class ThreadTimeline {
   void Gone(uint32_t tid, uint64_t t);
   // A record the thread ran itself; `sample_stack`: a CPU sample's stack id, else 0.
   void OnOwnRecord(const format::Record& record, uint32_t sample_stack);
+  // A switch of the thread is missing: from `since` its state is not known.
+  void LoseTrack(uint32_t tid, Track& track, uint64_t since);
+  // Its state is known again at `t`: the time it was not is one kUnknown interval.
+  void EndGap(uint32_t tid, Track& track, uint64_t t);
+  // It ran at `t` (a switch-out, or a record of its own) while runnable or
+  // blocked: its switch-in is not in the trace.
+  void MissedSwitchIn(uint32_t tid, Track& track, uint64_t t);
   void SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t cpu, uint32_t prev_state);
   void SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t cpu);
   void BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint32_t cpu, bool throttled);

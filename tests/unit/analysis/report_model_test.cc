@@ -464,6 +464,46 @@ TEST(ReportModelTest, SwitchInsLoupedPlacedAreCountedAndSaid) {
   EXPECT_NE(ReportJson(inferred, {}).find("\"inferred_switches\":1"), std::string::npos);
 }
 
+// A switch-in neither the kernel reported nor louped placed: the handler's
+// time until its own next record is unaccounted, and the report says how
+// much and why instead of "times are exact".
+TEST(ReportModelTest, TimeNoSwitchPlacesIsSaidAndCountedNotCalledExact) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::OperationBegin{42, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 0}});
+  // Preempted at 3 µs; its switch-in is missing, its end at 10 µs proves it ran.
+  model.Add({.time_ns = 10'000, .tid = kHandler, .payload = format::OperationEnd{42}});
+  model.Add({.time_ns = 11'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+  model.Finish();
+  EXPECT_EQ(model.unplaced_stretches(), 1u);
+  EXPECT_EQ(model.unplaced_ns(), 7'000u);
+  EXPECT_FALSE(model.times_exact(0));
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(request->slow.unaccounted_ns, 7'000u);
+  EXPECT_EQ(request->slow.runq_ns, 0u);  // not guessed to be the run-queue
+  const std::string text = ReportText(model, {.events = 8});
+  EXPECT_EQ(text.find("times are exact"), std::string::npos);
+  EXPECT_NE(text.find("1 stretch(es) of threads' time (0.007 ms) have no switch in the trace"),
+            std::string::npos);
+  const ThreadReport* handler = nullptr;
+  for (const ThreadReport& thread : model.threads()) {
+    if (thread.thread.tid == kHandler) handler = &thread;
+  }
+  ASSERT_NE(handler, nullptr);
+  EXPECT_EQ(handler->inside.unaccounted_ns, 7'000u);  // the thread table shows it too
+  const std::string json = ReportJson(model, {.events = 8});
+  EXPECT_NE(json.find("\"times_exact\":false"), std::string::npos);
+  EXPECT_NE(json.find("\"unplaced\":{\"stretches\":1,\"ns\":7000}"), std::string::npos);
+
+  ReportModel exact({});
+  LockWait(exact, false);
+  EXPECT_EQ(exact.unplaced_stretches(), 0u);
+  EXPECT_TRUE(exact.times_exact(0));
+}
+
 TEST(ReportModelTest, ARequestCrossingIntoANewSegmentIsOneRequest) {
   ReportModel model({});
   LockWait(model, /*new_segment_midway=*/true);

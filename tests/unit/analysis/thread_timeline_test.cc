@@ -220,9 +220,65 @@ TEST_F(TimelineTest, ASwitchMissingFromTheTraceLeavesTimeUnaccountedNotRunning) 
   Switch(10, 0, 0, kA, 0);  // a runs on cpu 0
   Switch(50, 0, kB, 0, 1);  // yet b switches out of cpu 0: a's switch-out is lost
   EXPECT_EQ(timeline_.state(kA), ThreadState::kUnknown);
-  for (const Seen& seen : Of(kA)) EXPECT_NE(seen.state, ThreadState::kRunning);
+  EXPECT_TRUE(Of(kA).empty());
   timeline_.Finish(100);
-  for (const Seen& seen : Of(kA)) EXPECT_NE(seen.state, ThreadState::kRunning);
+  // Said as a stretch no switch places, not guessed to be running.
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].state, ThreadState::kUnknown);
+  EXPECT_EQ(a[0].begin, 10u);
+  EXPECT_EQ(a[0].end, 100u);
+}
+
+// a slept, was woken, was preempted-in with no switch-in in the trace (the
+// kernel did not report it, louped could not place it): its own CPU sample
+// proves it ran. The wait up to the wakeup is exact; when its run-queue
+// wait ended is not known, so that stretch is unknown, not run-queue time.
+TEST_F(TimelineTest, ARecordOfItsOwnWhileRunnableEndsAStretchNoSwitchPlaces) {
+  Switch(1'000, 0, 0, kA, 0);
+  Switch(2'000, 0, kA, 0, 1);  // sleeps
+  Wake(3'000, kB, kA, 0);
+  Feed({.time_ns = 9'000, .tid = kA, .cpu = 0, .payload = format::CpuSample{}}, 5);
+  Switch(12'000, 0, kA, 0, 0);  // preempted
+  timeline_.Finish(13'000);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a[1].state, ThreadState::kBlocked);
+  EXPECT_EQ(a[1].begin, 2'000u);
+  EXPECT_EQ(a[1].end, 3'000u);
+  EXPECT_EQ(a[1].wake_tid, kB);
+  EXPECT_EQ(a[2].state, ThreadState::kUnknown);
+  EXPECT_EQ(a[2].begin, 3'000u);
+  EXPECT_EQ(a[2].end, 9'000u);
+  EXPECT_EQ(a[3].state, ThreadState::kRunning);
+  EXPECT_EQ(a[3].begin, 9'000u);
+  EXPECT_EQ(a[3].end, 12'000u);
+  EXPECT_EQ(a[4].state, ThreadState::kRunnable);
+  EXPECT_EQ(a[4].end, 13'000u);
+  // Every nanosecond from its first switch-in on is in one interval.
+  for (size_t i = 1; i < a.size(); ++i) EXPECT_EQ(a[i].begin, a[i - 1].end);
+}
+
+// Preempted, then switched out again with no switch-in between: the time
+// between is not run-queue time, nor dropped without a word.
+TEST_F(TimelineTest, ASecondSwitchOutWithNoSwitchInBetweenIsAStretchNoSwitchPlaces) {
+  Switch(1'000, 0, 0, kA, 0);
+  Switch(2'000, 0, kA, kB, 0);  // preempted by b
+  Switch(7'000, 1, kA, 0, 1);   // switches out of cpu 1: its switch-in there is missing
+  Wake(8'000, kB, kA, 1);
+  Switch(8'500, 1, 0, kA, 0);
+  timeline_.Finish(9'000);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a[0].state, ThreadState::kRunning);
+  EXPECT_EQ(a[1].state, ThreadState::kUnknown);
+  EXPECT_EQ(a[1].begin, 2'000u);
+  EXPECT_EQ(a[1].end, 7'000u);
+  EXPECT_EQ(a[2].state, ThreadState::kBlocked);
+  EXPECT_EQ(a[2].begin, 7'000u);
+  EXPECT_EQ(a[3].state, ThreadState::kRunnable);
+  EXPECT_EQ(a[4].state, ThreadState::kRunning);
+  EXPECT_EQ(a[4].end, 9'000u);
 }
 
 TEST_F(TimelineTest, ForeignThreadsHaveNoTimelineAndExitEndsRunning) {
