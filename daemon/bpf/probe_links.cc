@@ -173,8 +173,12 @@ ProbeLinks::~ProbeLinks() { Detach(); }
 
 size_t ProbeLinks::attached() const { return objects_->links.size() + objects_->multi_sites; }
 
-void ProbeLinks::Detach() {
+void ProbeLinks::StopRecording() {
   if (objects_->skeleton) (*objects_->skeleton)->bss->recording = false;
+}
+
+void ProbeLinks::Detach() {
+  StopRecording();
   CloseAll(std::exchange(objects_->links, {}));
   CloseAll(std::exchange(objects_->multi_links, {}));
   objects_->multi_sites = 0;

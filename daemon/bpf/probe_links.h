@@ -48,6 +48,8 @@ class ProbeLinks {
   // target's threads may wait a time slice on its mmap_lock while a site is
   // placed or removed.
   bool linked_in_real_time() const { return linked_in_real_time_; }
+  // No more records from any site, at once; the sites stay placed.
+  void StopRecording();
   void Detach();
 
  private:

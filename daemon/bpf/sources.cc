@@ -362,14 +362,17 @@ BpfCounters Sources::ReadCounters() const {
 size_t Sources::probe_sites() const { return probes_ ? probes_->attached() : 0; }
 
 void Sources::Detach() {
-  // The scheduler programs go first: unregistering uprobes can take the
-  // kernel most of a second, and switches recorded meanwhile without the
-  // shim's ends would leave the last requests open for that long.
+  // Every source stops recording before the scheduler programs go: a
+  // thread's own records after its last recorded switch would contradict
+  // it (it ran, yet no switch-in says when). Unregistering uprobes can
+  // take the kernel most of a second, so the probes stop by their flag
+  // first and are unregistered last, when nothing is recorded any more.
+  if (probes_) probes_->StopRecording();
+  objects_->sample_links.clear();  // closes the perf events too
   if (objects_->sched) {
     // Detaching the programs while keeping the maps: the ring can still be drained.
     loupe_sched__detach(objects_->sched->get());
   }
-  objects_->sample_links.clear();  // closes the perf events too
   if (probes_) probes_->Detach();  // the kernel lowers the USDT semaphores
 }
 

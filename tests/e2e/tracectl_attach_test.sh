@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tracectl attach end to end on a real process, in embedded mode: a timed
-# session, a session ended by SIGTERM (sealed, complete), and bad targets.
+# session, a session ended by SIGTERM (sealed, complete), no time left
+# unplaced at either end, and bad targets.
 set -euo pipefail
 tracectl=$1 app=$2
 work=$(mktemp -d)
@@ -37,6 +38,16 @@ wait "$tracer" || fail "attach exited $? after SIGTERM: $(cat "$work/term.out")"
 ls "$work/term"/*.loupe > /dev/null || fail "no sealed segment after SIGTERM"
 ls "$work/term"/*.active 2> /dev/null && fail "an unsealed segment was left behind"
 "$tracectl" verify "$work/term" > /dev/null || fail "trace cut by SIGTERM does not verify"
+
+# Every source stops before the scheduler programs do: the busy demo's
+# spans and samples after its threads' last recorded switches would read
+# as time no context switch places (they did, every time, before).
+for trace in timed term; do
+  stretches=$("$tracectl" report "$work/$trace" --json \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["trace"]["unplaced"]["stretches"])')
+  [ "$stretches" = 0 ] || fail "$trace: $stretches stretch(es) of time no switch places: \
+$("$tracectl" report "$work/$trace" | sed -n 1,6p)"
+done
 
 set +e
 "$tracectl" attach 4000000 --duration 1s --output "$work/none" 2> "$work/missing.err"
