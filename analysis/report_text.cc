@@ -155,7 +155,10 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
     out += "  no scheduler records in this trace: request times cannot be split and read as "
            "unaccounted\n";
   }
-  if (const uint64_t lost = verdict.SchedLost(); lost != 0) {
+  if (!model.has_sched_data()) {
+    out += fmt::format("hot functions are sampled ({} Hz); percentiles (≈) are within 1.6 %\n",
+                       model.sample_hz());
+  } else if (const uint64_t lost = verdict.SchedLost(); lost != 0) {
     out += fmt::format("times come from context switches, but {} scheduler events were lost: a "
                        "thread's times miss what they would have told (requests count it as "
                        "unaccounted); hot functions are sampled ({} Hz); percentiles (≈) are "

@@ -605,6 +605,7 @@ TEST(ReportModelTest, WithoutSchedulerRecordsRequestsAreReportedAndUnaccounted) 
   const size_t said = text.find("no scheduler records");
   ASSERT_NE(said, std::string::npos) << text;
   EXPECT_EQ(text.find("no scheduler records", said + 1), std::string::npos) << "said once";
+  EXPECT_EQ(text.find("times are exact"), std::string::npos) << "nor contradicted:\n" << text;
 }
 
 TEST(ReportModelTest, UnpairedBeginsAndEndsAreCountedNotLost) {
