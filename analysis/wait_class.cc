@@ -36,6 +36,8 @@ const KernelRule kKernelRules[] = {
       "locks_lock_inode_wait", "flock_lock_inode_wait", "posix_lock_inode_wait",
       "do_lock_file_wait", "fcntl_setlk"}},
     {WaitClass::kFutex, {"futex"}},
+    // Not "do_wait": completions wait in do_wait_for_common.
+    {WaitClass::kChild, {"kernel_wait4", "kernel_waitid", "sys_wait4", "sys_waitid"}},
     {WaitClass::kPoll, {"ep_poll", "do_epoll_wait", "do_sys_poll", "do_poll", "do_select",
                         "core_sys_select"}},
     {WaitClass::kSleep, {"do_nanosleep", "hrtimer_nanosleep", "clock_nanosleep", "msleep",
@@ -73,7 +75,7 @@ WaitClass FutexKind(std::span<const NamedFrame> user) {
 
 constexpr std::array<std::string_view, kWaitClassCount> kNames = {
     "lock", "condition", "futex", "block_io", "pipe_socket", "poll",
-    "sleep", "page_fault", "tracer", "stopped", "other",
+    "sleep", "page_fault", "tracer", "stopped", "child", "other",
 };
 constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
     "on a lock",
@@ -86,6 +88,7 @@ constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
     "in page faults",
     "inside the tracer's uprobe handling (Loupe's own cost, not the application's)",
     "stopped by a signal (SIGSTOP) or a debugger",
+    "waiting for a child process",
     "off CPU",
 };
 
@@ -115,6 +118,7 @@ Classified ClassifyWait(uint32_t prev_state, std::span<const NamedFrame> kernel,
     for (const NamedFrame& frame : user) {
       if (Contains(frame.function, {"nanosleep", "usleep", "sleep"})) return {WaitClass::kSleep, -1};
       if (Contains(frame.function, {"epoll_wait", "poll", "select"})) return {WaitClass::kPoll, -1};
+      if (Contains(frame.function, {"waitpid", "wait4", "waitid"})) return {WaitClass::kChild, -1};
     }
   }
   return {WaitClass::kOther, -1};

@@ -23,6 +23,7 @@ enum class WaitClass : uint8_t {
   kPageFault,   // a page fault or memory reclaim
   kTracer,      // inside the kernel's uprobe handling: the tracer's cost, not the application's
   kStopped,     // stopped by a signal (SIGSTOP) or a debugger
+  kChild,       // waitpid, wait4, waitid: for a child process to exit or stop
   kOther,
 };
 inline constexpr int kWaitClassCount = static_cast<int>(WaitClass::kOther) + 1;

@@ -101,6 +101,21 @@ TEST(WaitClassTest, KernelFramesTellIoSleepPollAndFaults) {
   EXPECT_EQ(Classify({"schedule"}, {}, 2), WaitClass::kOther);
 }
 
+// waitpid, wait4 and waitid wait for a child; a completion (vfork, a
+// driver) waits in do_wait_for_common, which is not one.
+TEST(WaitClassTest, WaitingForAChildIsItsOwnClass) {
+  EXPECT_EQ(Classify({"schedule", "do_wait", "kernel_wait4", "__do_sys_wait4", "do_syscall_64"},
+                     {"__GI___wait4", "run_child", "main"}),
+            WaitClass::kChild);
+  EXPECT_EQ(Classify({"schedule", "do_wait", "kernel_waitid", "__do_sys_waitid"}, {"waitid"}),
+            WaitClass::kChild);
+  EXPECT_EQ(Classify({}, {"__GI___waitpid", "main"}), WaitClass::kChild);  // no kernel stack
+  EXPECT_EQ(Classify({"schedule", "schedule_timeout", "do_wait_for_common", "wait_for_completion"},
+                     {}, 2),
+            WaitClass::kOther);
+  EXPECT_EQ(WaitClassName(WaitClass::kChild), "child");
+}
+
 TEST(WaitClassTest, TheTracersOwnUprobeHandlingIsNeverTheApplications) {
   EXPECT_EQ(Classify({"schedule", "rwsem_down_read_slowpath", "uprobe_notify_resume",
                       "exit_to_user_mode_loop"},
