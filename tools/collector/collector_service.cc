@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "daemon/base/status_util.h"
+#include "daemon/base/utf8.h"
 #include "daemon/ship/sha256.h"
 #include "tools/collector/segment_names.h"
 
@@ -28,7 +29,7 @@ grpc::Status Denied(const Client& client, std::string_view action, std::string_v
                     std::string_view grant_key, const HostPatterns& grant) {
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                       fmt::format("client {} may not {} host {} (the tokens file grants it {}={})",
-                                  client.name, action, host, grant_key, grant.ToString()));
+                                  client.name, action, Utf8Text(host), grant_key, grant.ToString()));
 }
 
 // The host of a stored segment's name: names are "<host>/<date>/<file>"

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <tuple>
 
+#include "daemon/base/utf8.h"
 #include "daemon/ship/sha256.h"
 
 namespace loupe::collector {
@@ -66,7 +67,8 @@ absl::Status ValidateUploadNames(const v1::UploadBegin& begin, uint64_t max_segm
   const v1::SegmentId& id = begin.id();
   if (!NameChars(id.host(), 253, "-_.")) {
     return absl::InvalidArgumentError(fmt::format(
-        "host '{}': must be 1-253 characters of letters, digits, '-', '_', '.'", id.host()));
+        "host '{}': must be 1-253 characters of letters, digits, '-', '_', '.'",
+        Utf8Text(id.host())));
   }
   if (!NameChars(id.session_id(), 128, "-_.")) {
     return absl::InvalidArgumentError(fmt::format(

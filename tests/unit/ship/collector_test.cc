@@ -122,6 +122,15 @@ TEST_F(CollectorTest, RefusesGarbageWrongDigestTruncationAndMislabelsThenServesO
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("host '../etc'"), std::string::npos);
 
+  // A host name is bytes (sethostname takes any): one that is not UTF-8 is
+  // refused by name, for good, not failed as a request that would not parse.
+  v1::UploadBegin not_utf8 = BeginFor(segments_[0]);
+  not_utf8.mutable_id()->set_host("web\xff" "1");
+  status = RawUpload(*connection, not_utf8, {});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_NE(status.error_message().find("host 'web\uFFFD1'"), std::string::npos)
+      << status.error_message();
+
   v1::UploadChunk misplaced;
   misplaced.set_offset(5);
   misplaced.set_data("abc");
