@@ -27,7 +27,12 @@ void Anatomy::AddInterval(const StateInterval& interval, uint64_t ns) {
         throttled_ns += ns;  // the quota kept it waiting, not whoever held the CPU
         break;
       }
-      for (const Holder& holder : interval.holders) holders.Add(holder.tid, holder.ns);
+      for (const Holder& holder : interval.holders) {
+        holders.Add(holder.tid, holder.ns);
+        if (holder.doing_stack != 0) {
+          holder_doing.Add(WakerDoingKey(holder.tid, holder.doing_stack, false), holder.ns);
+        }
+      }
       break;
     case ThreadState::kUnknown:
       break;
@@ -61,6 +66,7 @@ void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
   user_samples += other.user_samples;
   kernel_samples += other.kernel_samples;
   holders.Merge(other.holders);
+  holder_doing.Merge(other.holder_doing);
   wakers_by_wait.Merge(other.wakers_by_wait);
   waker_doing.Merge(other.waker_doing);
   samples.Merge(other.samples);

@@ -30,8 +30,9 @@ inline uint64_t WakerKey(uint32_t tid, format::WakerContext context) {
   return uint64_t{waker} << 8 | static_cast<uint8_t>(context);
 }
 
-// What a waker was doing while a thread waited: its stack, and whether that
-// is its own wait (it was off CPU too) rather than where its samples were.
+// What a waker was doing while a thread waited (or a holder while it held
+// the CPU): its stack, and whether that is its own wait (it was off CPU
+// too) rather than where its samples were.
 inline uint64_t WakerDoingKey(uint32_t tid, uint32_t stack, bool off_cpu) {
   return uint64_t{tid} << 32 | uint64_t{off_cpu} << 31 | (stack & 0x7fffffffu);
 }
@@ -114,6 +115,7 @@ struct Anatomy {
   Counts<uint32_t> taker_samples;
   Counts<uint64_t> blocked;      // EvidenceKey -> ns
   Counts<uint32_t> holders;      // tid -> ns it held the CPU waited for (not while throttled)
+  Counts<uint64_t> holder_doing;  // WakerDoingKey(holder, sampled stack, false) -> ns
   // (EvidenceKey, WakerKey) -> ns: who ended which wait.
   Counts<std::pair<uint64_t, uint64_t>> wakers_by_wait;
   Counts<uint64_t> waker_doing;  // WakerDoingKey -> ns

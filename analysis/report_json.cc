@@ -39,9 +39,10 @@ Json Handoffs(const Breakdown& b) {
 
 Json Holders(const Breakdown& b) {
   Json out = Json::array();
-  for (const auto& [who, ns] : b.holders) {
-    Json row = Thread(who);
-    row["ns"] = ns;
+  for (const Breakdown::Holder& holder : b.holders) {
+    Json row = Thread(holder.who);
+    row["ns"] = holder.ns;
+    row["doing"] = holder.doing;  // sampled; "" unknown (an untraced holder has no samples)
     out.push_back(row);
   }
   return out;

@@ -437,7 +437,23 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
     if (!frames.empty()) functions[frames.front().function] += n;
   });
   b.functions = Largest(functions, kRows);
-  for (const auto& [tid, ns] : a.holders.Largest(kRows)) b.holders.push_back({NameOf(tid), ns});
+  // tid -> the stack (WakerDoingKey) it spent most of the time in, per kind.
+  const auto doing_of = [](const Counts<uint64_t>& doing_keys) {
+    absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> best;  // tid -> (key, ns)
+    doing_keys.ForEach([&](uint64_t key, uint64_t ns) {
+      auto& top = best[static_cast<uint32_t>(key >> 32)];
+      if (ns > top.second) top = {key, ns};
+    });
+    return best;
+  };
+  const auto holder_doing = doing_of(a.holder_doing);
+  for (const auto& [tid, ns] : a.holders.Largest(kRows)) {
+    Breakdown::Holder holder{NameOf(tid), ns, ""};
+    if (auto it = holder_doing.find(tid); it != holder_doing.end()) {
+      holder.doing = stacks_.InnermostApplicationFunction(it->second.first & 0x7fffffffu);
+    }
+    b.holders.push_back(std::move(holder));
+  }
   for (const auto& [key, ns] : a.handoffs.Largest(kRows)) {
     b.handoffs.push_back({NameOf(static_cast<uint32_t>(key >> 32)), NameOf(static_cast<uint32_t>(key)), ns});
   }
@@ -450,12 +466,7 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
              .unplaced_ns = a.queued_ns > placed ? a.queued_ns - placed : 0,
              .unknown = a.taker_unknown,
              .function = TopApplicationFunction(a.taker_samples)};
-  // tid -> the best (WakerDoingKey, ns)
-  absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> doing;
-  a.waker_doing.ForEach([&](uint64_t key, uint64_t ns) {
-    auto& best = doing[static_cast<uint32_t>(key >> 32)];
-    if (ns > best.second) best = {key, ns};
-  });
+  const auto doing = doing_of(a.waker_doing);
   const auto name_waker = [&](uint64_t key, uint64_t ns) {
     const uint32_t tid = static_cast<uint32_t>(key >> 8);
     const auto context = static_cast<format::WakerContext>(key & 0xff);
@@ -537,8 +548,9 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
   if (b.dominant == "runqueue") {
     std::string holder;
     if (!b.holders.empty()) {
-      const auto& [who, ns] = b.holders.front();
-      holder = fmt::format(", the CPU held by {} ({})", who.thread, who.process);
+      const Breakdown::Holder& top = b.holders.front();
+      holder = fmt::format(", the CPU held by {} ({}){}", top.who.thread, top.who.process,
+                           top.doing.empty() ? "" : " in " + top.doing);
     }
     return fmt::format("{}{} waiting for a CPU{}", head, Percent(b.Share(b.runq_ns)), holder);
   }

@@ -68,7 +68,12 @@ struct Breakdown {
   uint64_t user_samples = 0, kernel_samples = 0;
   std::vector<std::pair<std::string, uint64_t>> functions;  // sampled leaf functions
   std::vector<StackShare> stacks;
-  std::vector<std::pair<ThreadName, uint64_t>> holders;
+  struct Holder {
+    ThreadName who;
+    uint64_t ns = 0;
+    std::string doing;  // a traced holder's most sampled function meanwhile, "" unknown
+  };
+  std::vector<Holder> holders;
   struct Waker {
     ThreadName who;
     std::string context;  // task, timer, hardirq, softirq, nmi

@@ -120,7 +120,9 @@ void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
   if (!b.holders.empty()) {
     out += indent + "CPU held by";
     for (size_t i = 0; i < b.holders.size() && i < 3; ++i) {
-      out += fmt::format("{} {} {}", i ? "," : "", Who(b.holders[i].first), Ms(b.holders[i].second));
+      const Breakdown::Holder& holder = b.holders[i];
+      out += fmt::format("{} {} {}{}", i ? "," : "", Who(holder.who), Ms(holder.ns),
+                         holder.doing.empty() ? "" : fmt::format(" (in {}, sampled)", holder.doing));
     }
     out += fmt::format(" (run-queue {})\n", Ms(b.runq_ns));
   }

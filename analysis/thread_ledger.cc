@@ -64,7 +64,7 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
           ++cuts_;
           return;
         }
-        evidence_.push_back({holder.tid, 2, holder.ns});
+        evidence_.push_back({holder.tid, holder.doing_stack, 2, holder.ns});
       }
       return;
     case ThreadState::kUnknown:
@@ -86,7 +86,7 @@ void ThreadLedger::AddSample(uint64_t time_ns, uint32_t stack, bool kernel, bool
     ++cuts_;
     return;
   }
-  evidence_.push_back({stack, static_cast<uint8_t>(kernel ? 1 : 0), 1});
+  evidence_.push_back({stack, 0, static_cast<uint8_t>(kernel ? 1 : 0), 1});
 }
 
 void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence) const {
@@ -108,6 +108,7 @@ void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence)
     const Evidence& e = evidence_[i];
     if (e.kind == 2) {
       into->holders.Add(e.id, e.ns);
+      if (e.doing_stack != 0) into->holder_doing.Add(WakerDoingKey(e.id, e.doing_stack, false), e.ns);
     } else {
       into->AddSample(e.id, e.kind == 1);
     }

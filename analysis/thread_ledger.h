@@ -92,6 +92,7 @@ class ThreadLedger {
   };
   struct Evidence {
     uint32_t id;  // a stack (samples) or a tid (holders)
+    uint32_t doing_stack;  // a holder's: Holder::doing_stack
     uint8_t kind;  // 0 user sample, 1 kernel sample, 2 holder
     uint64_t ns;
   };

@@ -173,6 +173,7 @@ void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t c
   track.pending_runnable.state = ThreadState::kUnknown;
   if (track.state == ThreadState::kRunnable) {
     LeaveWaiters(tid, track.cpu);
+    HoldersDoing(track.holders, track.since, t);
     track.pending_runnable = {.tid = tid,
                               .state = ThreadState::kRunnable,
                               .begin_ns = track.since,
@@ -348,6 +349,15 @@ void ThreadTimeline::Doing(const RecentLog& samples, const RecentLog& waits, uin
     wake->doing_off_cpu = true;
     return;
   }
+  if (const uint32_t sampled = MostSampled(samples, begin, end); sampled != 0) {
+    wake->doing_stack = sampled;
+    return;
+  }
+  wake->doing_stack = best_wait;
+  wake->doing_off_cpu = best_wait != 0;
+}
+
+uint32_t ThreadTimeline::MostSampled(const RecentLog& samples, uint64_t begin, uint64_t end) {
   const uint64_t from = begin > kDoingSlackNs ? begin - kDoingSlackNs : 0;
   std::array<uint32_t, kRecent> in_window;
   size_t n = 0;
@@ -362,12 +372,18 @@ void ThreadTimeline::Doing(const RecentLog& samples, const RecentLog& waits, uin
     const size_t count = static_cast<size_t>(std::count(&in_window[i], &in_window[n], in_window[i]));
     if (count > best_count) best = in_window[i], best_count = count;
   }
-  if (best != 0) {
-    wake->doing_stack = best;
-    return;
+  return best;
+}
+
+void ThreadTimeline::HoldersDoing(std::vector<Holder>& holders, uint64_t begin, uint64_t end) const {
+  for (Holder& holder : holders) {
+    if (holder.tid == 0) continue;
+    if (auto it = threads_.find(holder.tid); it != threads_.end()) {
+      holder.doing_stack = MostSampled(it->second.recent_samples, begin, end);
+    } else if (auto gone = departed_.find(holder.tid); gone != departed_.end()) {
+      holder.doing_stack = MostSampled(gone->second.recent_samples, begin, end);
+    }
   }
-  wake->doing_stack = best_wait;
-  wake->doing_off_cpu = best_wait != 0;
 }
 
 void ThreadTimeline::Finish(uint64_t end_ns) {
@@ -397,6 +413,7 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
       case ThreadState::kRunnable: {
         const Cpu& cpu = CpuOf(track.cpu);
         if (cpu.current_known) Credit(track, cpu.current, end_ns);
+        HoldersDoing(track.holders, track.since, end_ns);
         if (track.was_blocked) {
           sink_({.tid = tid,
                  .state = ThreadState::kBlocked,

@@ -31,6 +31,8 @@ enum class ThreadState : uint8_t { kUnknown, kRunning, kBlocked, kRunnable };
 struct Holder {
   uint32_t tid = 0;  // 0: the idle task (the CPU was waking up)
   uint64_t ns = 0;
+  // A traced holder's most sampled stack around the wait (StackProfile id), 0 unknown.
+  uint32_t doing_stack = 0;
 };
 
 // What ended a blocked interval.
@@ -160,6 +162,10 @@ class ThreadTimeline {
   // Sets wake->doing_stack and doing_off_cpu from a waker's recent history.
   void Doing(const RecentLog& samples, const RecentLog& waits, uint64_t begin, uint64_t end,
              Wake* wake) const;
+  // The stack a thread's samples hit most from a little before `begin` to `end`, 0 none.
+  static uint32_t MostSampled(const RecentLog& samples, uint64_t begin, uint64_t end);
+  // Sets each traced holder's doing_stack for a run-queue wait from `begin` to `end`.
+  void HoldersDoing(std::vector<Holder>& holders, uint64_t begin, uint64_t end) const;
 
   const ThreadDirectory& directory_;
   Sink sink_;

@@ -413,12 +413,50 @@ TEST(ReportModelTest, AThrottledWaitBlamesTheCpuQuotaNotWhoeverHeldTheCpu) {
   ExpectPartsAddUp(slow);
   EXPECT_EQ(slow.dominant, "runqueue");
   ASSERT_EQ(slow.holders.size(), 1u) << "only the wait the quota did not cause has holders";
-  EXPECT_EQ(slow.holders[0].first.thread, "janitor");
-  EXPECT_EQ(slow.holders[0].second, 5'000u);
+  EXPECT_EQ(slow.holders[0].who.thread, "janitor");
+  EXPECT_EQ(slow.holders[0].ns, 5'000u);
   EXPECT_EQ(slow.sentence, "slow request: 83 % waiting to run, 77 % throttled by its cgroup's CPU quota");
   const std::string text = ReportText(model, {.events = 12});
   EXPECT_NE(text.find("run-queue 0.065 ms (throttled 0.060 ms)"), std::string::npos) << text;
   EXPECT_NE(ReportJson(model, {}).find("\"throttled_ns\":60000"), std::string::npos);
+}
+
+// A sibling thread took the handler's CPU: what it ran meanwhile, from its
+// own samples, is named with it; a holder with no samples (foreign) is not.
+TEST(ReportModelTest, ATracedCpuHolderIsNamedWithWhatItRan) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::OperationBegin{7, "request"}});
+  model.Add({.time_ns = 3'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{kHolder, 0}});
+  model.Add({.time_ns = 20'000, .tid = kHolder, .cpu = 0,
+             .payload = format::CpuSample{.user_stack = kHolderUser}});
+  model.Add({.time_ns = 40'000, .tid = kHolder, .cpu = 0, .payload = format::SchedSwitch{99, 0}});
+  model.Add({.time_ns = 40'000, .tid = 99, .payload = format::ThreadInfo{
+                                              .pid = 99, .name = "noisy", .foreign = true,
+                                              .process_name = "noisy"}});
+  model.Add({.time_ns = 45'000, .tid = 99, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 46'000, .tid = kHandler, .payload = format::OperationEnd{7}});
+  model.AddSymbols(Symbols());
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  const Breakdown& slow = request->slow;
+  EXPECT_EQ(slow.dominant, "runqueue");
+  ASSERT_EQ(slow.holders.size(), 2u);
+  EXPECT_EQ(slow.holders[0].who.thread, "janitor");
+  EXPECT_EQ(slow.holders[0].ns, 37'000u);
+  EXPECT_EQ(slow.holders[0].doing, "janitor_compact_locked");
+  EXPECT_EQ(slow.holders[1].who.thread, "noisy");
+  EXPECT_EQ(slow.holders[1].doing, "");
+  EXPECT_EQ(slow.sentence,
+            "slow request: 95 % waiting for a CPU, the CPU held by janitor (lock_service) in "
+            "janitor_compact_locked");
+  EXPECT_NE(ReportText(model, {.events = 12}).find("janitor (tid 12, lock_service) 0.037 ms (in "
+                                                   "janitor_compact_locked, sampled)"),
+            std::string::npos)
+      << ReportText(model, {.events = 12});
+  EXPECT_NE(ReportJson(model, {}).find("\"doing\":\"janitor_compact_locked\""), std::string::npos);
 }
 
 // The idle task wakes nobody: an interrupt taken while the CPU idled did,
