@@ -4,7 +4,9 @@
 #include <zlib.h>
 
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "daemon/base/status_util.h"
 #include "pprof/profile.pb.h"
@@ -91,6 +93,31 @@ class Builder {
   std::map<std::tuple<uint32_t, uint64_t>, uint64_t> locations_;
 };
 
+// pprof takes the first mapping for the main binary (`File:` in its
+// output): the application's own code that most samples ran through, not
+// whichever library the first stack happened to begin in.
+void MainMappingFirst(const StackProfile& profile, Builder& builder) {
+  std::map<std::pair<uint32_t, uint64_t>, std::pair<uint64_t, uint64_t>> samples;  // -> (n, address)
+  for (uint32_t id = 1; id <= profile.stack_count(); ++id) {
+    const StackKey& key = profile.key(id);
+    std::set<uint64_t> seen;  // each mapping once per stack
+    for (uint64_t address : key.user) {
+      const v1::SymbolTable::Mapping* mapping = profile.MappingOf(key.pid, address);
+      if (mapping == nullptr || IsSystemPath(mapping->path()) ||
+          !seen.insert(mapping->start()).second) {
+        continue;
+      }
+      auto& [n, any_address] = samples[{key.pid, mapping->start()}];
+      n += profile.totals(id).samples;
+      any_address = address;
+    }
+  }
+  const auto main = std::max_element(samples.begin(), samples.end(), [](const auto& a, const auto& b) {
+    return a.second.first < b.second.first;
+  });
+  if (main != samples.end()) builder.Mapping(main->first.first, main->second.second);
+}
+
 absl::Status Gzip(const std::string& data, std::string* out) {
   z_stream stream{};
   if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
@@ -123,6 +150,7 @@ absl::Status WritePprof(const StackProfile& profile, const PprofTimes& times,
   proto.set_duration_nanos(static_cast<int64_t>(times.duration_ns));
   proto.set_default_sample_type(builder.String("cpu"));
   const int64_t pid_key = builder.String("pid");
+  MainMappingFirst(profile, builder);
   for (uint32_t id = 1; id <= profile.stack_count(); ++id) {
     const StackKey& key = profile.key(id);
     const StackTotals& totals = profile.totals(id);

@@ -9,7 +9,6 @@
 #include "daemon/base/overloaded.h"
 
 namespace loupe::analysis {
-namespace {
 
 bool IsSystemPath(std::string_view path) {
   return path.starts_with("/lib/") || path.starts_with("/usr/lib/") ||
@@ -20,8 +19,6 @@ bool IsSystemPath(std::string_view path) {
          path.starts_with("[vdso") || path.starts_with("[vsyscall") ||
          path.starts_with("[uprobes");
 }
-
-}  // namespace
 
 bool IsTracerFrame(const NamedFrame& frame) {
   const std::string& f = frame.function;

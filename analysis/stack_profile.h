@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -84,6 +85,10 @@ class StackProfile {
   std::map<std::pair<uint32_t, uint64_t>, Symbol> symbols_;  // (pid, address); pid 0: kernel
   std::vector<v1::SymbolTable::Mapping> mappings_;
 };
+
+// A system library's or the kernel's code mapped into every process (libc,
+// the loader, the vDSO), not the application's own.
+bool IsSystemPath(std::string_view path);
 
 // Frames of the tracer itself (the BPF program taking the stack, the
 // tracepoint that called it): they say nothing about the traced thread.

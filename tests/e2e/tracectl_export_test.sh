@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tracectl export on a real trace of a program with a known hot path
 # (main -> middle -> leaf_work -> mix, inlined): folded stacks name it and
-# sum to the sample count, `go tool pprof` reads the profile and puts mix on
+# sum to the sample count, `go tool pprof` reads the profile, names the
+# program as its main binary and puts mix on
 # top, the Perfetto trace decodes against Perfetto's official .proto with
 # every sample and its interned stack, a scheduling track and per-CPU
 # scheduling data, JSON has one line per record; bad input
@@ -50,6 +51,9 @@ grep -q "schedule_\[k\]" "$work/off.folded" || fail "no kernel frames off CPU: $
 go tool pprof -top "$work/cpu.pb.gz" > "$work/pprof.out" 2>&1 || fail "go tool pprof: $(cat "$work/pprof.out")"
 top=$(awk '/flat%/{getline; print $6; exit}' "$work/pprof.out")
 [ "$top" = "mix" ] || fail "pprof's top function is '$top': $(head -12 "$work/pprof.out")"
+# pprof's first mapping is the main binary: the program, not libc or the vDSO.
+grep -q "^File: $(basename "$app")\$" "$work/pprof.out" \
+  || fail "pprof's main binary: $(head -2 "$work/pprof.out")"
 
 # Uncompressed, for protoc to read the packets; the default, deflated,
 # must inflate to the same bytes in Perfetto's compressed_packets form.

@@ -430,9 +430,9 @@ void DecodeCompressed(const Message& packet, size_t packet_bytes, bool nested,
 
 }  // namespace
 
-std::optional<std::string> Inflate(std::string_view deflated) {
+std::optional<std::string> Inflate(std::string_view deflated, int window_bits) {
   z_stream stream{};
-  if (inflateInit(&stream) != Z_OK) return std::nullopt;
+  if (inflateInit2(&stream, window_bits) != Z_OK) return std::nullopt;
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(deflated.data()));
   stream.avail_in = static_cast<uInt>(deflated.size());
   std::string inflated;

@@ -78,8 +78,10 @@ struct DecodedTrace {
 DecodedTrace DecodePerfetto(std::string_view trace);
 
 // A zlib stream whole, as Perfetto's trace processor inflates a
-// compressed_packets field; nullopt if it is not one.
-std::optional<std::string> Inflate(std::string_view deflated);
+// compressed_packets field; nullopt if it is not one. zlib's window_bits
+// choose the wrapper: 15 zlib (Perfetto's), 15 + 16 gzip (pprof's).
+inline constexpr int kZlibWindow = 15, kGzipWindow = 15 + 16;
+std::optional<std::string> Inflate(std::string_view deflated, int window_bits = kZlibWindow);
 
 }  // namespace loupe::testing
 
