@@ -36,8 +36,13 @@ const KernelRule kKernelRules[] = {
       "locks_lock_inode_wait", "flock_lock_inode_wait", "posix_lock_inode_wait",
       "do_lock_file_wait", "fcntl_setlk"}},
     {WaitClass::kFutex, {"futex"}},
-    // Not "do_wait": completions wait in do_wait_for_common.
-    {WaitClass::kChild, {"kernel_wait4", "kernel_waitid", "sys_wait4", "sys_waitid"}},
+    // Not "do_wait": completions wait in do_wait_for_common. A vfork
+    // (posix_spawn, system, popen) waits for its child to exec or exit, in
+    // wait_for_vfork_done, inlined into kernel_clone (the clone's other
+    // waits, for locks and memory, are decided by the rules above).
+    {WaitClass::kChild,
+     {"kernel_wait4", "kernel_waitid", "sys_wait4", "sys_waitid", "wait_for_vfork_done",
+      "kernel_clone"}},
     {WaitClass::kPoll, {"ep_poll", "do_epoll_wait", "do_sys_poll", "do_poll", "do_select",
                         "core_sys_select"}},
     {WaitClass::kSleep, {"do_nanosleep", "hrtimer_nanosleep", "clock_nanosleep", "msleep",

@@ -110,6 +110,16 @@ TEST(WaitClassTest, WaitingForAChildIsItsOwnClass) {
   EXPECT_EQ(Classify({"schedule", "do_wait", "kernel_waitid", "__do_sys_waitid"}, {"waitid"}),
             WaitClass::kChild);
   EXPECT_EQ(Classify({}, {"__GI___waitpid", "main"}), WaitClass::kChild);  // no kernel stack
+  // posix_spawn, system() and popen() vfork: the parent waits for the exec.
+  EXPECT_EQ(Classify({"schedule", "schedule_timeout", "do_wait_for_common",
+                      "wait_for_completion_state", "wait_for_vfork_done", "kernel_clone",
+                      "__do_sys_clone3"},
+                     {"__clone3"}, 0x102),
+            WaitClass::kChild);
+  EXPECT_EQ(Classify({"schedule", "schedule_timeout", "__wait_for_common",
+                      "wait_for_completion_state", "kernel_clone", "__do_sys_clone3"},
+                     {"__clone3"}, 0x102),
+            WaitClass::kChild);  // as this kernel has it: wait_for_vfork_done inlined
   EXPECT_EQ(Classify({"schedule", "schedule_timeout", "do_wait_for_common", "wait_for_completion"},
                      {}, 2),
             WaitClass::kOther);
