@@ -20,6 +20,10 @@ const volatile bool cfg_offcpu_kernel_stacks = true;
  * does not wait for kallsyms (read in 50-75 ms beside it). */
 volatile __u64 cfg_schedule_start = 0;
 volatile __u64 cfg_schedule_end = 0;
+/* Cleared by louped when tracing stops, before the programs are detached:
+ * detached one by one, they would stop at different moments (wakeups
+ * recorded after the last switch read as a thread woken while it ran). */
+volatile bool recording = true;
 
 struct task_struct___pre_5_14 {
 	long state;
@@ -462,39 +466,39 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 	int BPF_PROG(handle_sched_switch##suffix, bool preempt, struct task_struct *prev,    \
 		     struct task_struct *next)                                               \
 	{                                                                                    \
-		return on_switch(ctx, preempt, prev, next);                                  \
+		return recording ? on_switch(ctx, preempt, prev, next) : 0;                  \
 	}                                                                                    \
 	SEC(kind "/sched_wakeup_new")                                                        \
 	int BPF_PROG(handle_sched_wakeup_new##suffix, struct task_struct *task)              \
 	{                                                                                    \
-		return on_wakeup(task, 1, false);                                            \
+		return recording ? on_wakeup(task, 1, false) : 0;                            \
 	}                                                                                    \
 	SEC(kind "/sched_migrate_task")                                                      \
 	int BPF_PROG(handle_sched_migrate##suffix, struct task_struct *task, int dest_cpu)   \
 	{                                                                                    \
-		return on_migrate(task, dest_cpu);                                           \
+		return recording ? on_migrate(task, dest_cpu) : 0;                           \
 	}                                                                                    \
 	SEC(kind "/sched_process_fork")                                                      \
 	int BPF_PROG(handle_process_fork##suffix, struct task_struct *parent,                \
 		     struct task_struct *child)                                              \
 	{                                                                                    \
-		return on_fork(parent, child);                                               \
+		return recording ? on_fork(parent, child) : 0;                               \
 	}                                                                                    \
 	SEC(kind "/sched_process_exec")                                                      \
 	int BPF_PROG(handle_process_exec##suffix, struct task_struct *task, pid_t old_pid,   \
 		     struct linux_binprm *bprm)                                              \
 	{                                                                                    \
-		return on_exec(task, bprm);                                                  \
+		return recording ? on_exec(task, bprm) : 0;                                  \
 	}                                                                                    \
 	SEC(kind "/sched_process_exit")                                                      \
 	int BPF_PROG(handle_process_exit##suffix, struct task_struct *task)                  \
 	{                                                                                    \
-		return on_exit(task);                                                        \
+		return recording ? on_exit(task) : 0;                                        \
 	}                                                                                    \
 	SEC(kind "/task_rename")                                                             \
 	int BPF_PROG(handle_task_rename##suffix, struct task_struct *task, const char *comm) \
 	{                                                                                    \
-		return on_rename(task, comm);                                                \
+		return recording ? on_rename(task, comm) : 0;                                \
 	}
 
 /* The handlers that name a waker's context, in two flavours: _pcnt reads
@@ -507,7 +511,7 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 	SEC(kind "/sched_waking")                                                            \
 	int BPF_PROG(handle_sched_wakeup##flavour##suffix, struct task_struct *task)         \
 	{                                                                                    \
-		return on_wakeup(task, 0, preempt_count);                                    \
+		return recording ? on_wakeup(task, 0, preempt_count) : 0;                    \
 	}                                                                                    \
 	/* Timer callbacks, for the wakeups they make: kept tiny, they run for               \
 	 * every timer of the machine. */                                                    \

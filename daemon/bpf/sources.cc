@@ -370,6 +370,8 @@ void Sources::Detach() {
   if (probes_) probes_->StopRecording();
   objects_->sample_links.clear();  // closes the perf events too
   if (objects_->sched) {
+    // All at once: detached one by one, wakeups would outlive switches.
+    objects_->sched->get()->data->recording = false;
     // Detaching the programs while keeping the maps: the ring can still be drained.
     loupe_sched__detach(objects_->sched->get());
   }
