@@ -29,6 +29,14 @@ bool RanIt(const format::Record& record) {
 
 bool MissedSwitchIns::Observe(const OwnedEvent& event) {
   const format::Record& record = event.record;
+  // A new thread waits to run from its wakeup as a switched-out one does:
+  // its first switch-in can be the one the kernel does not report.
+  if (const auto* wakeup = std::get_if<format::SchedWakeup>(&record.payload)) {
+    if (wakeup->is_new && is_target_(event.next_tgid)) {
+      switched_out_[wakeup->woken_tid] = {.time_ns = record.time_ns};
+    }
+    return false;
+  }
   const auto* change = std::get_if<format::SchedSwitch>(&record.payload);
   if (change == nullptr) {
     if (RanIt(record)) {

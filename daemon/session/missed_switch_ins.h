@@ -49,7 +49,7 @@ class MissedSwitchIns {
     uint64_t time_ns = 0;
     uint64_t first_run_ns = UINT64_MAX;  // its first own record since: it ran by then
   };
-  // Targets switched out and not seen switched in since, by tid.
+  // Targets switched out (or new, from their wakeup) and not seen switched in since, by tid.
   absl::flat_hash_map<uint32_t, SwitchedOut> switched_out_;
   std::vector<OnCpu> on_cpu_;  // by CPU: the thread last switched to
 };

@@ -69,6 +69,26 @@ TEST_F(MissedSwitchInsTest, NothingIsMadeWhereTheSwitchInWasReportedOrCannotBePl
   EXPECT_FALSE(missed_.Observe(Switch(8'000, kWorker, kTarget, kTokio, kInit, 500)));
 }
 
+// A new thread's first switch-in can be the one missing: it waited to run
+// from its wakeup, as a switched-out thread does.
+TEST_F(MissedSwitchInsTest, ANewThreadsFirstSwitchInIsPlacedToo) {
+  OwnedEvent created;
+  created.record = {.time_ns = 1'000,
+                    .tid = kWorker,
+                    .payload = format::SchedWakeup{.woken_tid = kOtherWorker, .is_new = true}};
+  created.prev_tgid = kTarget;
+  created.next_tgid = kTarget;
+  EXPECT_FALSE(missed_.Observe(created));
+  EXPECT_EQ(missed_.switched_out_threads(), 1u);
+  ASSERT_TRUE(missed_.Observe(Switch(5'000, kOtherWorker, kTarget, kTokio, kInit, 2'000, 1)));
+  EXPECT_EQ(missed_.inferred_time_ns(), 3'000u);
+  // Reported, it is forgotten at its switch-in.
+  created.record.time_ns = 6'000;
+  EXPECT_FALSE(missed_.Observe(created));
+  EXPECT_FALSE(missed_.Observe(Switch(6'500, kTokio, kInit, kOtherWorker, kTarget, 0)));
+  EXPECT_FALSE(missed_.Observe(Switch(9'000, kOtherWorker, kTarget, kTokio, kInit, 2'500)));
+}
+
 TEST_F(MissedSwitchInsTest, AnExitedThreadIsForgotten) {
   EXPECT_FALSE(missed_.Observe(Switch(1'000, kWorker, kTarget, kTokio, kInit, 400, format::kTaskDead)));
   EXPECT_EQ(missed_.switched_out_threads(), 0u);
