@@ -146,6 +146,8 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                   {"duration_ns", model.last_ns() - model.first_ns()},
                   {"sample_hz", model.sample_hz()},
                   {"inferred_switches", model.inferred_switches()},
+                  // 0 none; before it, time in requests counts as outside them
+                  {"first_request_event_ns", model.first_request_event_ns()},
                   {"unplaced", {{"stretches", model.unplaced_stretches()},
                                 {"ns", model.unplaced_ns()}}}};
   Json kinds = Json::array();

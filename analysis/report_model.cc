@@ -95,6 +95,9 @@ void ReportModel::Add(const format::Record& record) {
              record.payload);
   timeline_.Add(record, stack);
   const RequestMark mark = kinds_.Mark(record);
+  if (mark.type != RequestMark::kNone && first_request_event_ns_ == 0) {
+    first_request_event_ns_ = record.time_ns;
+  }
   if (mark.type == RequestMark::kBegin) {
     // A take-up goes on with a request its first begin made wanted, even
     // past --until: the ones that queued longest would be lost otherwise.

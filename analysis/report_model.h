@@ -159,6 +159,10 @@ class ReportModel {
   // Span and operation ends whose begin is not in the trace (begun before
   // it, or the begin was lost): an end does not name its kind.
   uint64_t ends_without_begin() const { return ends_without_begin_; }
+  // The first begin or end of any request, 0 none: the probes that see
+  // requests attach after the scheduler's programs, so thread tables count
+  // time in requests before it as outside them.
+  uint64_t first_request_event_ns() const { return first_request_event_ns_; }
   // Switch-ins the kernel's tracepoint did not report, placed by louped from
   // the scheduler's own accounting (format::kSwitchInferred): to a few µs.
   uint64_t inferred_switches() const { return inferred_switches_; }
@@ -274,6 +278,7 @@ class ReportModel {
   uint64_t top_function_samples_ = 0;
   absl::flat_hash_map<uint64_t, std::string> wait_of_;  // evidence -> class name
   uint64_t ends_without_begin_ = 0;
+  uint64_t first_request_event_ns_ = 0;
   uint64_t inferred_switches_ = 0;
   uint64_t unplaced_stretches_ = 0, unplaced_ns_ = 0;
   std::array<uint64_t, format::kMaxLossSource + 1> lost_by_source_{};

@@ -11,6 +11,9 @@
 namespace loupe::analysis {
 namespace {
 
+// Past this, the first request event is worth saying in the thread table.
+constexpr uint64_t kRequestsLateNs = 5'000'000;
+
 std::string Ms(uint64_t ns) { return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6); }
 
 // A percentile from the latency histogram: the upper bound of its bucket,
@@ -257,6 +260,13 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
   }
 
   out += fmt::format("\nthreads{}: inside requests | outside requests\n", model.WindowLabel());
+  // Probes attach after the scheduler's programs: say from when requests
+  // could be seen, past a few ms (under that, it is noise).
+  if (const uint64_t seen = model.first_request_event_ns(); seen > model.first_ns() + kRequestsLateNs) {
+    out += fmt::format("  (requests are seen from +{}, their first begin or end: the probes came up "
+                       "after the scheduler's, and time in requests before that reads as outside)\n",
+                       Ms(seen - model.first_ns()));
+  }
   for (const ThreadReport& thread : model.threads()) {
     out += fmt::format("  {}\n      inside:  {}\n      outside: {}\n", Who(thread.thread),
                        Parts(thread.inside, false), Parts(thread.outside, false));

@@ -542,6 +542,26 @@ TEST(ReportModelTest, TimeNoSwitchPlacesIsSaidAndCountedNotCalledExact) {
   EXPECT_TRUE(exact.times_exact(0));
 }
 
+// The scheduler's programs record from the start; the probes that see
+// requests come up later. The thread table says from when requests count.
+TEST(ReportModelTest, TheThreadTableSaysFromWhenRequestsCouldBeSeen) {
+  ReportModel late({});
+  Preamble(late, 1'000);
+  late.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  late.Add({.time_ns = 20'001'000, .tid = kHandler, .payload = format::OperationBegin{42, "request"}});
+  late.Add({.time_ns = 20'002'000, .tid = kHandler, .payload = format::OperationEnd{42}});
+  late.Finish();
+  EXPECT_EQ(late.first_request_event_ns(), 20'001'000u);
+  EXPECT_NE(ReportText(late, {.events = 6}).find("(requests are seen from +20.000 ms"),
+            std::string::npos)
+      << ReportText(late, {.events = 6});
+  EXPECT_NE(ReportJson(late, {}).find("\"first_request_event_ns\":20001000"), std::string::npos);
+
+  ReportModel early({});
+  LockWait(early, false);
+  EXPECT_EQ(ReportText(early, {.events = 14}).find("requests are seen from"), std::string::npos);
+}
+
 TEST(ReportModelTest, ARequestCrossingIntoANewSegmentIsOneRequest) {
   ReportModel model({});
   LockWait(model, /*new_segment_midway=*/true);
