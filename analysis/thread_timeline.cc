@@ -62,11 +62,20 @@ void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
                  [&](const UprobeReturn&) { OnOwnRecord(record, 0); },
                  // Records about a thread or process, not run by it.
                  [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
-                 [](const ProcessFork&) {}, [](const ProcessExec&) {}, [](const Loss&) {}},
+                 [&](const ProcessExec& exec) { OnExec(record, exec); },
+                 [](const ProcessFork&) {}, [](const Loss&) {}},
              record.payload);
 }
 
 void ThreadTimeline::OnExit(const format::Record& record) { Gone(record.tid, record.time_ns); }
+
+void ThreadTimeline::OnExec(const format::Record& record, const format::ProcessExec& exec) {
+  // A thread other than the main one called exec: it goes on as the main
+  // thread's tid (whose own exit came before), and its old tid is heard of
+  // no more. Its running under the old tid ends here.
+  if (exec.old_tid != 0 && exec.old_tid != record.tid) Gone(exec.old_tid, record.time_ns);
+  OnOwnRecord(record, 0);  // the exec ran in it
+}
 
 void ThreadTimeline::Gone(uint32_t tid, uint64_t t) {
   auto it = threads_.find(tid);

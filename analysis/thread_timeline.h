@@ -142,6 +142,7 @@ class ThreadTimeline {
   void OnMigrate(const format::Record& record, const format::SchedMigrate& migrate);
   void OnOffCpu(const format::Record& record, uint32_t stack);
   void OnExit(const format::Record& record);
+  void OnExec(const format::Record& record, const format::ProcessExec& exec);
   // The thread exited at `t`: its running ends there and nothing follows.
   void Gone(uint32_t tid, uint64_t t);
   // A record the thread ran itself; `sample_stack`: a CPU sample's stack id, else 0.

@@ -399,7 +399,8 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	return 0;
 }
 
-static __always_inline int on_exec(struct task_struct *task, struct linux_binprm *bprm)
+static __always_inline int on_exec(struct task_struct *task, pid_t old_pid,
+				   struct linux_binprm *bprm)
 {
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct loupe_process_exec *rec;
@@ -414,6 +415,7 @@ static __always_inline int on_exec(struct task_struct *task, struct linux_binprm
 	request_tables(tgid);
 	rec->tid = BPF_CORE_READ(task, pid);
 	rec->tgid = tgid;
+	rec->old_tid = old_pid;
 	bpf_probe_read_kernel_str(rec->filename, sizeof(rec->filename), BPF_CORE_READ(bprm, filename));
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
@@ -488,7 +490,7 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 	int BPF_PROG(handle_process_exec##suffix, struct task_struct *task, pid_t old_pid,   \
 		     struct linux_binprm *bprm)                                              \
 	{                                                                                    \
-		return recording ? on_exec(task, bprm) : 0;                                  \
+		return recording ? on_exec(task, old_pid, bprm) : 0;                          \
 	}                                                                                    \
 	SEC(kind "/sched_process_exit")                                                      \
 	int BPF_PROG(handle_process_exit##suffix, struct task_struct *task)                  \

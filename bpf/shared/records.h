@@ -138,6 +138,10 @@ struct loupe_process_exec {
 	struct loupe_record_header hdr;
 	__u32 tid;
 	__u32 tgid;
+	/* The thread that called exec, before it took the main thread's tid
+	 * (the same as tid when the main thread called it). */
+	__u32 old_tid;
+	__u32 reserved;
 	char filename[LOUPE_PATH_LEN];
 };
 

@@ -30,7 +30,7 @@ static_assert(offsetof(loupe_sched_wakeup, waker_comm) == 44);
 static_assert(sizeof(loupe_sched_migrate) == 32);
 static_assert(offsetof(loupe_sched_migrate, dest_cpu) == 28);
 static_assert(sizeof(loupe_process_fork) == 32);
-static_assert(sizeof(loupe_process_exec) == 24 + LOUPE_PATH_LEN);
+static_assert(sizeof(loupe_process_exec) == 32 + LOUPE_PATH_LEN);
 static_assert(sizeof(loupe_thread_exit) == 32);
 static_assert(sizeof(loupe_thread_name) == 24 + LOUPE_COMM_LEN);
 

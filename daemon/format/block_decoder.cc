@@ -355,6 +355,7 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       ProcessExec r;
       r.pid = c[0].U32(f);
       r.filename = Str(c[1]);
+      r.old_tid = static_cast<uint32_t>(c[2].Added(f));
       record->payload = r;
       return true;
     }

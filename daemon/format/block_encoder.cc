@@ -69,6 +69,7 @@ struct BlockEncoder::PayloadEncoder {
     VarintColumn* c = e->Group(RecordKind::kProcessExec);
     c[0].Put(r.pid);
     c[1].Put(e->InternString(r.filename));
+    c[2].Put(r.old_tid);
   }
   void operator()(const ThreadExit& r) {
     VarintColumn* c = e->Group(RecordKind::kThreadExit);

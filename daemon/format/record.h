@@ -153,6 +153,9 @@ struct ProcessFork {
 struct ProcessExec {
   uint32_t pid = 0;
   std::string_view filename;
+  // The thread that called exec: another than the main thread takes the
+  // main thread's tid and is not heard of by its own again. 0: not recorded.
+  uint32_t old_tid = 0;
 };
 struct ThreadExit {
   uint32_t pid = 0;

@@ -141,7 +141,9 @@ struct PayloadJson {
   void operator()(const ProcessFork& r) {
     o.Num("child_pid", r.child_pid).Num("child_tid", r.child_tid);
   }
-  void operator()(const ProcessExec& r) { o.Num("pid", r.pid).Str("filename", r.filename); }
+  void operator()(const ProcessExec& r) {
+    o.Num("pid", r.pid).Str("filename", r.filename).Num("old_tid", r.old_tid);
+  }
   void operator()(const ThreadExit& r) {
     o.Num("pid", r.pid).Int("exit_code", r.exit_code).Bool("group_dead", r.group_dead);
   }

@@ -132,7 +132,7 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
       if (!Load(bytes, sizeof r, &r)) return false;
       event->record.tid = r.tid;
       event->text.assign(CString(r.filename, sizeof r.filename));
-      event->record.payload = format::ProcessExec{.pid = r.tgid};
+      event->record.payload = format::ProcessExec{.pid = r.tgid, .old_tid = r.old_tid};
       return true;
     }
     case LOUPE_REC_THREAD_EXIT: {

@@ -27,7 +27,7 @@ std::vector<Record> EveryKind(uint64_t start_ns) {
                   .exe = "/usr/bin/server"},
       ThreadInfo{.pid = 4000, .ns_tid = 8, .name = "worker-1"},
       ProcessFork{.child_pid = 4100, .child_tid = 4100},
-      ProcessExec{.pid = 4100, .filename = "/bin/true"},
+      ProcessExec{.pid = 4100, .filename = "/bin/true", .old_tid = 4102},
       ThreadExit{.pid = 4100, .exit_code = -9, .group_dead = true},
       SchedSwitch{.next_tid = 4002, .prev_state = 2},
       SchedWakeup{.woken_tid = 4001, .target_cpu = 3, .is_new = true,

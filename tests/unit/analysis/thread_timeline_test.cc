@@ -281,6 +281,36 @@ TEST_F(TimelineTest, ASecondSwitchOutWithNoSwitchInBetweenIsAStretchNoSwitchPlac
   EXPECT_EQ(a[4].end, 9'000u);
 }
 
+// b, not the main thread, calls exec: the kernel ends the main thread and
+// b goes on under the main thread's tid. b's running ends at the exec; the
+// main thread's tid runs from there. No stretch is left unplaced.
+TEST_F(TimelineTest, AnExecFromAnotherThanTheMainThreadHandsItsTidOver) {
+  Feed({.tid = kPid, .payload = format::ThreadInfo{.pid = kPid, .name = "main"}});
+  Switch(1'000, 0, 0, kB, 0);
+  Switch(1'000, 1, 0, kPid, 0);
+  Feed({.time_ns = 2'000, .tid = kPid, .cpu = 1, .payload = format::ThreadExit{.pid = kPid}});
+  Switch(2'100, 1, kPid, 0, format::kTaskDead);
+  Feed({.time_ns = 3'000,
+        .tid = kPid,
+        .cpu = 0,
+        .payload = format::ProcessExec{.pid = kPid, .filename = "/bin/svc", .old_tid = kB}});
+  Switch(4'000, 0, kPid, 0, 1);
+  timeline_.Finish(5'000);
+  const std::vector<Seen> b = Of(kB);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].state, ThreadState::kRunning);
+  EXPECT_EQ(b[0].begin, 1'000u);
+  EXPECT_EQ(b[0].end, 3'000u);
+  const std::vector<Seen> main = Of(kPid);
+  ASSERT_EQ(main.size(), 3u);
+  EXPECT_EQ(main[0].end, 2'000u);
+  EXPECT_EQ(main[1].state, ThreadState::kRunning);
+  EXPECT_EQ(main[1].begin, 3'000u);
+  EXPECT_EQ(main[1].end, 4'000u);
+  EXPECT_EQ(main[2].state, ThreadState::kBlocked);
+  for (const Seen& seen : seen_) EXPECT_NE(seen.state, ThreadState::kUnknown);
+}
+
 TEST_F(TimelineTest, ForeignThreadsHaveNoTimelineAndExitEndsRunning) {
   Feed({.tid = 300, .payload = format::ThreadInfo{.pid = 300, .name = "noisy", .foreign = true,
                                                   .process_name = "bg"}});
