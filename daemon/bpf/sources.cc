@@ -324,6 +324,7 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
     // targets are known only by global pid, attach everywhere and filter.
     // Never for a plan made per pid (a caller that is not root).
     const bool system_wide = !plan.per_pid && (options.follow_children || !PidsAreLocal());
+    sources->probes_system_wide_ = system_wide;
     absl::StatusOr<std::unique_ptr<ProbeLinks>> links =
         ProbeLinks::Attach(plan, system_wide, options.usdt_string_cap,
                            SessionMapsOf(sources->objects_->sched->get()), &sources->warnings_);

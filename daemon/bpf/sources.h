@@ -79,6 +79,8 @@ class Sources {
   const std::vector<std::string>& warnings() const { return warnings_; }
   std::vector<std::string> TakeLateWarnings() { return unwind_.TakeNotes(); }
   size_t probe_sites() const;  // uprobes attached
+  // The probes' links are for every process (targets filtered in BPF), not per pid.
+  bool probes_system_wide() const { return probes_system_wide_; }
   // Stops new events; what is in the ring can still be drained.
   void Detach();
 
@@ -97,6 +99,7 @@ class Sources {
   std::unique_ptr<ProbeLinks> probes_;
   UnwindMaps unwind_;
   bool unwind_tables_ = false;
+  bool probes_system_wide_ = false;
   std::vector<std::string> warnings_;
   std::map<std::string, std::string> features_;
 };

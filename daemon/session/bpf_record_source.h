@@ -24,6 +24,7 @@ class BpfRecordSource final : public RecordSource {
   const std::vector<std::string>& warnings() const override { return sources_->warnings(); }
   std::vector<std::string> TakeLateWarnings() override { return sources_->TakeLateWarnings(); }
   size_t probe_sites() const override { return sources_->probe_sites(); }
+  bool probes_system_wide() const override { return sources_->probes_system_wide(); }
 
  private:
   explicit BpfRecordSource(std::unique_ptr<bpf::Sources> sources) : sources_(std::move(sources)) {}

@@ -95,6 +95,7 @@ void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
     probe_decoder_.names().OnFork(event->prev_tgid, fork->child_pid);
   } else if (const auto* exec = std::get_if<format::ProcessExec>(&event->record.payload)) {
     probe_decoder_.names().OnExec(exec->pid);
+    if (options_.on_exec) options_.on_exec(exec->pid, exec->old_tid);
   }
   const bool missed = missed_.Observe(*event);
   reorder_.Add();

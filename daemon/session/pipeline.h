@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -42,6 +43,9 @@ struct PipelineOptions {
   bool symbolize = true;  // a symbol table in every sealed segment
   uint64_t reorder_window_ns = 50'000'000;
   size_t max_pending_events = 1 << 20;
+  // A target called exec (its pid, the thread that called it, 0 unknown):
+  // told on the draining thread, while the process surely still runs.
+  std::function<void(uint32_t pid, uint32_t old_tid)> on_exec;
 };
 
 // The writer's ledger, read between cycles: what the files hold, as

@@ -35,6 +35,8 @@ class RecordSource {
   // walked by frame pointers), each handed out once.
   virtual std::vector<std::string> TakeLateWarnings() { return {}; }
   virtual size_t probe_sites() const = 0;
+  // The probes' links are for every process, not per target pid.
+  virtual bool probes_system_wide() const { return false; }
 };
 
 }  // namespace loupe::session

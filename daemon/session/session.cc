@@ -140,6 +140,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   }
   for (const std::string& warning : warnings) session->log_->warn("{}", warning);
   session->stats_.probe_sites = static_cast<uint32_t>(session->source_->probe_sites());
+  session->exec_coverage_ = std::make_unique<ExecCoverage>(
+      session->plan_, session->source_->probes_system_wide(), tgids,
+      [](uint32_t pid) { return fmt::format("/proc/{}/exe", pid); });
 
   // Targets may have started threads or exited between reading /proc and
   // attaching; read them again now that nothing can be missed.
@@ -152,7 +155,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                         .follow_children = o.sources.follow_children,
                         .symbolize = o.symbolize,
                         .reorder_window_ns = o.reorder_window_ns,
-                        .max_pending_events = o.max_pending_events},
+                        .max_pending_events = o.max_pending_events,
+                        .on_exec = [self](uint32_t pid, uint32_t old_tid) { self->OnExec(pid, old_tid); }},
                        *std::move(targets), session->Header(), &session->plan_.probe_names,
                        session->log_, MonotonicNow());
   if (!pipeline.ok()) return pipeline.status();
@@ -218,6 +222,14 @@ void Session::Run() {
   finished_changed_.notify_all();
   log_->info("session {}: ended, {} events in {} segment(s)", stats_.id, stats_.events,
              stats_.segments);
+}
+
+void Session::OnExec(uint32_t pid, uint32_t old_tid) {
+  std::optional<std::string> warning = exec_coverage_->OnExec(pid, old_tid);
+  if (!warning) return;
+  log_->warn("session {}: {}", stats_.id, *warning);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.warnings.push_back(*std::move(warning));
 }
 
 void Session::Cycle(bool final) {

@@ -25,6 +25,7 @@
 #include "daemon/format/segment_writer.h"
 #include "daemon/probes/probe_plan.h"
 #include "daemon/session/content_policy.h"
+#include "daemon/session/exec_coverage.h"
 #include "daemon/session/pipeline.h"
 #include "daemon/session/record_source.h"
 #include "daemon/session/ring_capture.h"
@@ -104,6 +105,8 @@ class Session {
   v1::SegmentHeader Header() const;
   void Run();
   void Cycle(bool final);
+  // A target called exec: says so when its probes no longer fire.
+  void OnExec(uint32_t pid, uint32_t old_tid);
   void PublishStats();
   uint64_t SymbolWaitNs() const;
 
@@ -112,6 +115,7 @@ class Session {
   uint64_t start_ns_ = 0;
 
   probes::ProbePlan plan_;  // its probe names outlive every event
+  std::unique_ptr<ExecCoverage> exec_coverage_;  // made once the probes are placed
   // Owned by the session thread once it runs; released when it ends.
   std::unique_ptr<RingCaptureWriter> capture_;
   std::unique_ptr<RecordSource> source_;
