@@ -59,7 +59,13 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     pipeline->stacks_ = std::make_unique<StackSymbols>();
     for (uint32_t pid : targets_of.pids()) pipeline->stacks_->Snapshot(pid, now_ns);
     targets_of.set_address_space_changed(
-        [self](uint32_t pid, uint64_t time_ns) { self->stacks_->Snapshot(pid, time_ns); });
+        [self](uint32_t pid, uint32_t forked_from, uint64_t time_ns) {
+          if (forked_from != 0) {
+            self->stacks_->Forked(forked_from, pid, time_ns);
+          } else {
+            self->stacks_->Snapshot(pid, time_ns, /*exec=*/true);
+          }
+        });
     symbol_hook = [self] { return self->stacks_->Seal(); };
   }
   // Every segment starts with who is being traced, so it reads alone.

@@ -21,8 +21,14 @@ class StackSymbols {
  public:
   StackSymbols() : symbolizer_(std::make_unique<symbols::Symbolizer>()) {}
 
-  // Reads `pid`'s mappings now (a new target, a followed child, an exec).
-  void Snapshot(uint32_t pid, uint64_t now_ns) { address_spaces_.Snapshot(pid, now_ns); }
+  // Reads `pid`'s mappings now (a new target, an exec).
+  void Snapshot(uint32_t pid, uint64_t now_ns, bool exec = false) {
+    address_spaces_.Snapshot(pid, now_ns, exec);
+  }
+  // A followed child's, or its parent's when it is gone already.
+  void Forked(uint32_t parent, uint32_t child, uint64_t now_ns) {
+    address_spaces_.Forked(parent, child, now_ns);
+  }
   // Notes the frames of a sample or off-CPU interval.
   void Collect(const OwnedEvent& event);
   // The open segment's table; the next segment starts empty.

@@ -128,7 +128,9 @@ void Targets::OnFork(const OwnedEvent& event, const format::ProcessFork& fork) {
   }
   if (!follow_children_ || !contains(parent_tgid) || contains(fork.child_pid)) return;
   // A child BPF follows too (it may be gone from BPF's map by now).
-  if (address_space_changed_) address_space_changed_(fork.child_pid, event.record.time_ns);
+  if (address_space_changed_) {
+    address_space_changed_(fork.child_pid, parent_tgid, event.record.time_ns);
+  }
   absl::StatusOr<ProcessIdentity> child = ReadProcess(fork.child_pid);
   if (!child.ok()) {
     // Gone already: what the parent was is the best description of it.
@@ -173,7 +175,7 @@ void Targets::Track(OwnedEvent& event) {
               const ProcessIdentity& now = processes_[exec.pid] = *std::move(fresh);
               if (added_) added_(now, record.time_ns);  // a new name and program
             }
-            if (address_space_changed_) address_space_changed_(exec.pid, record.time_ns);
+            if (address_space_changed_) address_space_changed_(exec.pid, 0, record.time_ns);
           },
           // Scheduling, samples, probes and losses do not change who is traced.
           [](const format::ClockSync&) {}, [](const format::SchedSwitch&) {},

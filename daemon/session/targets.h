@@ -23,9 +23,11 @@ std::vector<format::Record> Describe(const ProcessIdentity& process, uint64_t ti
 
 class Targets {
  public:
-  // Told when a target gets a new address space (a followed child, an exec),
-  // so its mappings are read while they are still there.
-  using AddressSpaceChanged = std::function<void(uint32_t pid, uint64_t time_ns)>;
+  // Told when a target gets a new address space (a followed child, with
+  // the parent it was forked from; an exec, with 0), so its mappings are
+  // read while they are still there.
+  using AddressSpaceChanged =
+      std::function<void(uint32_t pid, uint32_t forked_from, uint64_t time_ns)>;
   // Told when a target process has exited (for the log).
   using Exited = std::function<void(const ProcessIdentity& process, int32_t exit_code)>;
 

@@ -2,10 +2,10 @@
 
 namespace loupe::symbols {
 
-void AddressSpaces::Take(uint32_t pid, Space& space, uint64_t now_ns) {
+bool AddressSpaces::Take(uint32_t pid, Space& space, uint64_t now_ns) {
   space.taken_ns = now_ns;
   absl::StatusOr<std::vector<Mapping>> mappings = ReadProcMaps(pid);
-  if (!mappings.ok()) return;  // gone: the last snapshot stays
+  if (!mappings.ok()) return false;  // gone: the last snapshot stays
   space.snapshots.push_back(std::make_unique<std::vector<Mapping>>(*std::move(mappings)));
   const std::vector<Mapping>& snapshot = *space.snapshots.back();
   space.objects.assign(snapshot.size(), nullptr);
@@ -21,9 +21,25 @@ void AddressSpaces::Take(uint32_t pid, Space& space, uint64_t now_ns) {
     }
     space.objects[i] = known->second;
   }
+  return true;
 }
 
-void AddressSpaces::Snapshot(uint32_t pid, uint64_t now_ns) { Take(pid, spaces_[pid], now_ns); }
+void AddressSpaces::Snapshot(uint32_t pid, uint64_t now_ns, bool exec) {
+  Space& space = spaces_[pid];
+  if (Take(pid, space, now_ns) || !exec) return;
+  space.snapshots.push_back(std::make_unique<std::vector<Mapping>>());
+  space.objects.clear();
+}
+
+void AddressSpaces::Forked(uint32_t parent, uint32_t child, uint64_t now_ns) {
+  Space& space = spaces_[child];
+  if (Take(child, space, now_ns)) return;
+  const auto inherited = spaces_.find(parent);
+  if (inherited == spaces_.end() || inherited->second.snapshots.empty()) return;
+  space.snapshots.push_back(
+      std::make_unique<std::vector<Mapping>>(*inherited->second.snapshots.back()));
+  space.objects = inherited->second.objects;
+}
 
 Location AddressSpaces::Locate(uint32_t pid, uint64_t address, uint64_t now_ns) {
   Space& space = spaces_[pid];

@@ -30,8 +30,14 @@ class AddressSpaces {
  public:
   static constexpr uint64_t kMinRefreshIntervalNs = 100'000'000;
 
-  // Takes a snapshot of `pid` now (attach, exec).
-  void Snapshot(uint32_t pid, uint64_t now_ns);
+  // Takes a snapshot of `pid` now (attach, exec). After an exec, a process
+  // already gone has no mappings known: the old ones would name its new
+  // code wrongly.
+  void Snapshot(uint32_t pid, uint64_t now_ns, bool exec = false);
+  // A followed child: its own mappings if it still runs, else its
+  // parent's, which a fork gives it whole (a child that lives a few ms is
+  // gone before the fork leaves the reorder window).
+  void Forked(uint32_t parent, uint32_t child, uint64_t now_ns);
   // Locates `address` in `pid`: the latest snapshot, refreshed (at most every
   // kMinRefreshIntervalNs per process) when the address is outside it.
   Location Locate(uint32_t pid, uint64_t address, uint64_t now_ns);
@@ -43,7 +49,8 @@ class AddressSpaces {
     std::vector<std::shared_ptr<const ObjectFile>> objects;  // per mapping of the newest snapshot
     uint64_t taken_ns = 0;
   };
-  void Take(uint32_t pid, Space& space, uint64_t now_ns);
+  // False when the process is gone (its last snapshot stays).
+  bool Take(uint32_t pid, Space& space, uint64_t now_ns);
 
   absl::flat_hash_map<uint32_t, Space> spaces_;
   // Open files by identity (device, inode): shared by every process mapping them.

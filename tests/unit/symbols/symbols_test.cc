@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <memory>
 
+#include "daemon/symbols/address_spaces.h"
 #include "daemon/symbols/elf_symbolizer.h"
 #include "daemon/symbols/kernel_symbols.h"
 #include "daemon/symbols/perf_map.h"
@@ -53,6 +55,30 @@ TEST(ProcessMapsTest, ReadsThisProcess) {
   ASSERT_NE(self, nullptr);
   EXPECT_TRUE(self->executable);
   EXPECT_FALSE(ReadProcMaps(999'999'999).ok());
+}
+
+// A real child that exited before its fork was handled: its addresses are
+// its parent's mappings, which a fork gives it whole. One that exec'd and
+// is gone has no mappings known: the old ones would name its new code wrongly.
+TEST(AddressSpacesTest, AGoneChildHasItsParentsMappingsUntilItExecs) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  const auto self = static_cast<uint32_t>(getpid());
+  const auto gone = static_cast<uint32_t>(child);
+  const auto code = reinterpret_cast<uint64_t>(&ReadProcMaps);
+  AddressSpaces spaces;
+  spaces.Snapshot(self, 1);
+  ASSERT_NE(spaces.Locate(self, code, 1).object, nullptr);
+  EXPECT_EQ(spaces.Locate(gone, code, 1).mapping, nullptr);  // nothing read: it is gone
+  spaces.Forked(self, gone, 2);
+  const Location inherited = spaces.Locate(gone, code, 2);
+  ASSERT_NE(inherited.object, nullptr);
+  EXPECT_EQ(inherited.file_offset, spaces.Locate(self, code, 2).file_offset);
+  spaces.Snapshot(gone, 3, /*exec=*/true);
+  EXPECT_EQ(spaces.Locate(gone, code, 3).mapping, nullptr);
 }
 
 TEST(KernelSymbolsTest, NamesTextSymbolsAndSaysWhenAddressesAreHidden) {
