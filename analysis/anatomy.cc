@@ -27,16 +27,16 @@ void Anatomy::AddInterval(const StateInterval& interval, uint64_t ns) {
         throttled_ns += ns;  // the quota kept it waiting, not whoever held the CPU
         break;
       }
-      for (const Holder& holder : interval.holders) {
-        holders.Add(holder.tid, holder.ns);
-        if (holder.doing_stack != 0) {
-          holder_doing.Add(WakerDoingKey(holder.tid, holder.doing_stack, false), holder.ns);
-        }
-      }
+      for (const Holder& holder : interval.holders) AddHolder(holder.tid, holder.ns, holder.doing_stack);
       break;
     case ThreadState::kUnknown:
       break;
   }
+}
+
+void Anatomy::AddHolder(uint32_t tid, uint64_t ns, uint32_t doing_stack) {
+  holders.Add(tid, ns);
+  if (doing_stack != 0) holder_doing.Add(WakerDoingKey(tid, doing_stack, false), ns);
 }
 
 void Anatomy::AddSample(uint32_t stack, bool kernel) {

@@ -126,11 +126,15 @@ struct Anatomy {
   // request's is what its duration has beyond its parts.)
   uint64_t unplaced_ns = 0;
 
-  // What the parts do not cover: time the trace cannot place.
+  // What the parts do not cover: time the trace cannot place. A thread's
+  // totals have no duration: theirs is what no switch placed.
   uint64_t unaccounted_ns() const {
+    if (duration_ns == 0) return unplaced_ns;
     const uint64_t parts = on_cpu_ns + runq_ns + blocked_ns + queued_ns;
-    return duration_ns > parts ? duration_ns - parts : unplaced_ns;
+    return duration_ns > parts ? duration_ns - parts : 0;
   }
+  // `ns` of a run-queue wait while `tid` held the CPU, in `doing_stack` (0 unknown).
+  void AddHolder(uint32_t tid, uint64_t ns, uint32_t doing_stack);
   // One ended interval of the thread (running, blocked or runnable).
   void AddInterval(const StateInterval& interval, uint64_t ns);
   void AddSample(uint32_t stack, bool kernel);

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
-#include <fstream>
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 

@@ -149,7 +149,8 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                   // 0 none; before it, time in requests counts as outside them
                   {"first_request_event_ns", model.first_request_event_ns()},
                   {"unplaced", {{"stretches", model.unplaced_stretches()},
-                                {"ns", model.unplaced_ns()}}}};
+                                {"ns", model.unplaced_ns()},
+                                {"last_end_ns", model.unplaced_last_end_ns()}}}};
   Json kinds = Json::array();
   for (const KindReport& kind : model.kinds()) {
     Json row = {{"kind", RequestSourceName(kind.kind.source)},

@@ -165,6 +165,7 @@ void ReportModel::OnInterval(const StateInterval& interval) {
     if (interval.state == ThreadState::kUnknown && in_window != 0) {
       ++unplaced_stretches_;
       unplaced_ns_ += in_window;
+      unplaced_last_end_ns_ = std::max(unplaced_last_end_ns_, interval.end_ns);
     }
     account.ledger.AddInterval(interval, interval.end_ns - from, in_window);
     return;

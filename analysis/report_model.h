@@ -170,6 +170,7 @@ class ReportModel {
   // the trace places (one missing and not inferred): they read as unaccounted.
   uint64_t unplaced_stretches() const { return unplaced_stretches_; }
   uint64_t unplaced_ns() const { return unplaced_ns_; }
+  uint64_t unplaced_last_end_ns() const { return unplaced_last_end_ns_; }  // 0: none
   // Every thread's time is placed by a context switch, none lost or missing.
   bool times_exact(uint64_t sched_lost) const {
     return has_sched_data() && sched_lost == 0 && unplaced_stretches_ == 0;
@@ -280,7 +281,7 @@ class ReportModel {
   uint64_t ends_without_begin_ = 0;
   uint64_t first_request_event_ns_ = 0;
   uint64_t inferred_switches_ = 0;
-  uint64_t unplaced_stretches_ = 0, unplaced_ns_ = 0;
+  uint64_t unplaced_stretches_ = 0, unplaced_ns_ = 0, unplaced_last_end_ns_ = 0;
   std::array<uint64_t, format::kMaxLossSource + 1> lost_by_source_{};
   uint64_t first_ns_ = 0, last_ns_ = 0;
   uint32_t sample_hz_ = 0;

@@ -86,7 +86,7 @@ void ThreadLedger::AddSample(uint64_t time_ns, uint32_t stack, bool kernel, bool
     ++cuts_;
     return;
   }
-  evidence_.push_back({stack, 0, static_cast<uint8_t>(kernel ? 1 : 0), 1});
+  evidence_.push_back({stack, 0, kernel ? 1u : 0u, 1});
 }
 
 void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence) const {
@@ -107,8 +107,7 @@ void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence)
   for (size_t i = mark.evidence_from; i < evidence_.size(); ++i) {
     const Evidence& e = evidence_[i];
     if (e.kind == 2) {
-      into->holders.Add(e.id, e.ns);
-      if (e.doing_stack != 0) into->holder_doing.Add(WakerDoingKey(e.id, e.doing_stack, false), e.ns);
+      into->AddHolder(e.id, e.ns, e.doing_stack);
     } else {
       into->AddSample(e.id, e.kind == 1);
     }

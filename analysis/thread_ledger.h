@@ -90,11 +90,11 @@ class ThreadLedger {
     uint64_t doing;  // WakerDoingKey, 0 unknown
     bool woken;
   };
-  struct Evidence {
-    uint32_t id;  // a stack (samples) or a tid (holders)
+  struct Evidence {  // 16 bytes: a log holds up to kMaxEvidence
+    uint32_t id;           // a stack (samples) or a tid (holders)
     uint32_t doing_stack;  // a holder's: Holder::doing_stack
-    uint8_t kind;  // 0 user sample, 1 kernel sample, 2 holder
-    uint64_t ns;
+    uint64_t kind : 2;     // 0 user sample, 1 kernel sample, 2 holder
+    uint64_t ns : 62;
   };
   size_t depth_ = 0;
   uint64_t on_cpu_ns_ = 0, runq_ns_ = 0, throttled_ns_ = 0, blocked_ns_ = 0;

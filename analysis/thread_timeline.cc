@@ -82,7 +82,7 @@ void ThreadTimeline::Gone(uint32_t tid, uint64_t t) {
   if (it == threads_.end()) return;
   Flush(tid);
   Track& track = it->second;
-  // Its exit record is its own: it ran then.
+  // It ran at `t` (its exit record, an exec, its last switch): not runnable or blocked.
   if (track.state == ThreadState::kRunnable || track.state == ThreadState::kBlocked) {
     MissedSwitchIn(tid, track, t);
   }
@@ -177,6 +177,9 @@ void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t 
 
 void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t cpu) {
   Flush(tid);
+  // Switched in while it runs: its switch-out is not in the trace, and
+  // when it stopped running is not known.
+  if (track.state == ThreadState::kRunning && t > track.since) LoseTrack(tid, track, track.since);
   EndGap(tid, track, t);
   track.pending_blocked.state = ThreadState::kUnknown;
   track.pending_runnable.state = ThreadState::kUnknown;
@@ -190,26 +193,13 @@ void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t c
                               .cpu = cpu,
                               .holders = track.holders,
                               .throttled = track.throttled};
-    if (track.was_blocked) {
-      track.pending_blocked = {.tid = tid,
-                               .state = ThreadState::kBlocked,
-                               .begin_ns = track.blocked_since,
-                               .end_ns = track.since,
-                               .cpu = track.cpu,
-                               .prev_state = track.prev_state,
-                               .wake = track.wake};
-    }
+    if (track.was_blocked) track.pending_blocked = Waited(tid, track, track.since);
     track.awaiting = true;
   } else if (track.state == ThreadState::kBlocked) {  // its wakeup is not in the trace
-    track.pending_blocked = {.tid = tid,
-                             .state = ThreadState::kBlocked,
-                             .begin_ns = track.blocked_since,
-                             .end_ns = t,
-                             .cpu = track.cpu,
-                             .prev_state = track.prev_state};
+    track.pending_blocked = Waited(tid, track, t);
     track.awaiting = true;
   }
-  // Running without a switch-out, or never seen: nothing before this is known.
+  // Never seen, or its time since it was last seen is an unknown stretch.
   track.state = ThreadState::kRunning;
   track.since = t;
   track.cpu = cpu;
@@ -219,6 +209,8 @@ void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t c
 
 void ThreadTimeline::BecomeRunnable(uint32_t tid, Track& track, uint64_t t, uint32_t cpu,
                                     bool throttled) {
+  // Queued once: a stale entry would outlive the track it points at.
+  if (track.state == ThreadState::kRunnable) LeaveWaiters(tid, track.cpu);
   track.state = ThreadState::kRunnable;
   track.throttled = throttled;
   track.since = t;
@@ -267,11 +259,8 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   }
   if (woken->state != ThreadState::kBlocked) return;  // already runnable
   if (wake.context == format::WakerContext::kTask) {
-    if (auto waker = threads_.find(record.tid); waker != threads_.end()) {
-      Doing(waker->second.recent_samples, waker->second.recent_waits, woken->blocked_since, t,
-            &wake);
-    } else if (auto gone = departed_.find(record.tid); gone != departed_.end()) {
-      Doing(gone->second.recent_samples, gone->second.recent_waits, woken->blocked_since, t, &wake);
+    if (const History waker = HistoryOf(record.tid); waker.samples != nullptr) {
+      Doing(*waker.samples, *waker.waits, woken->blocked_since, t, &wake);
     }
   }
   woken->wake = wake;
@@ -386,13 +375,20 @@ uint32_t ThreadTimeline::MostSampled(const RecentLog& samples, uint64_t begin, u
 
 void ThreadTimeline::HoldersDoing(std::vector<Holder>& holders, uint64_t begin, uint64_t end) const {
   for (Holder& holder : holders) {
-    if (holder.tid == 0) continue;
-    if (auto it = threads_.find(holder.tid); it != threads_.end()) {
-      holder.doing_stack = MostSampled(it->second.recent_samples, begin, end);
-    } else if (auto gone = departed_.find(holder.tid); gone != departed_.end()) {
-      holder.doing_stack = MostSampled(gone->second.recent_samples, begin, end);
+    if (const History held = HistoryOf(holder.tid); holder.tid != 0 && held.samples != nullptr) {
+      holder.doing_stack = MostSampled(*held.samples, begin, end);
     }
   }
+}
+
+ThreadTimeline::History ThreadTimeline::HistoryOf(uint32_t tid) const {
+  if (auto it = threads_.find(tid); it != threads_.end()) {
+    return {&it->second.recent_samples, &it->second.recent_waits};
+  }
+  if (auto gone = departed_.find(tid); gone != departed_.end()) {
+    return {&gone->second.recent_samples, &gone->second.recent_waits};
+  }
+  return {};
 }
 
 void ThreadTimeline::Finish(uint64_t end_ns) {
@@ -411,28 +407,13 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
         Emit(tid, track, ThreadState::kRunning, track.since, end_ns);
         break;
       case ThreadState::kBlocked:
-        sink_({.tid = tid,
-               .state = ThreadState::kBlocked,
-               .begin_ns = track.blocked_since,
-               .end_ns = end_ns,
-               .cpu = track.cpu,
-               .prev_state = track.prev_state,
-               .stack = track.unended_stack});
+        sink_(Waited(tid, track, end_ns));
         break;
       case ThreadState::kRunnable: {
         const Cpu& cpu = CpuOf(track.cpu);
         if (cpu.current_known) Credit(track, cpu.current, end_ns);
         HoldersDoing(track.holders, track.since, end_ns);
-        if (track.was_blocked) {
-          sink_({.tid = tid,
-                 .state = ThreadState::kBlocked,
-                 .begin_ns = track.blocked_since,
-                 .end_ns = track.since,
-                 .cpu = track.cpu,
-                 .prev_state = track.prev_state,
-                 .stack = track.unended_stack,
-                 .wake = track.wake});
-        }
+        if (track.was_blocked) sink_(Waited(tid, track, track.since));
         sink_({.tid = tid,
                .state = ThreadState::kRunnable,
                .begin_ns = track.since,
@@ -447,6 +428,17 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
         break;
     }
   }
+}
+
+StateInterval ThreadTimeline::Waited(uint32_t tid, const Track& track, uint64_t end) {
+  return {.tid = tid,
+          .state = ThreadState::kBlocked,
+          .begin_ns = track.blocked_since,
+          .end_ns = end,
+          .cpu = track.cpu,
+          .prev_state = track.prev_state,
+          .stack = track.unended_stack,
+          .wake = track.wake};
 }
 
 void ThreadTimeline::LoseTrack(uint32_t tid, Track& track, uint64_t since) {
@@ -469,13 +461,7 @@ void ThreadTimeline::MissedSwitchIn(uint32_t tid, Track& track, uint64_t t) {
   Flush(tid);
   // Its wait up to the wakeup is known; when the run-queue wait ended is not.
   if (track.state == ThreadState::kRunnable && track.was_blocked) {
-    sink_({.tid = tid,
-           .state = ThreadState::kBlocked,
-           .begin_ns = track.blocked_since,
-           .end_ns = track.since,
-           .cpu = track.cpu,
-           .prev_state = track.prev_state,
-           .wake = track.wake});
+    sink_(Waited(tid, track, track.since));
   }
   track.was_blocked = false;
   LoseTrack(tid, track, track.since);

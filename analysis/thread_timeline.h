@@ -143,10 +143,14 @@ class ThreadTimeline {
   void OnOffCpu(const format::Record& record, uint32_t stack);
   void OnExit(const format::Record& record);
   void OnExec(const format::Record& record, const format::ProcessExec& exec);
-  // The thread exited at `t`: its running ends there and nothing follows.
+  // The thread ended at `t` (its exit, or an exec that handed its tid
+  // over): its running ends there and nothing follows.
   void Gone(uint32_t tid, uint64_t t);
   // A record the thread ran itself; `sample_stack`: a CPU sample's stack id, else 0.
   void OnOwnRecord(const format::Record& record, uint32_t sample_stack);
+  // Its wait from its switch-out to `end` (the wakeup, or where the trace
+  // stops knowing), with the stacks and the wake known so far.
+  static StateInterval Waited(uint32_t tid, const Track& track, uint64_t end);
   // A switch of the thread is missing: from `since` its state is not known.
   void LoseTrack(uint32_t tid, Track& track, uint64_t since);
   // Its state is known again at `t`: the time it was not is one kUnknown interval.
@@ -167,6 +171,12 @@ class ThreadTimeline {
   static uint32_t MostSampled(const RecentLog& samples, uint64_t begin, uint64_t end);
   // Sets each traced holder's doing_stack for a run-queue wait from `begin` to `end`.
   void HoldersDoing(std::vector<Holder>& holders, uint64_t begin, uint64_t end) const;
+  // What a thread did lately, running or exited; null logs when not known.
+  struct History {
+    const RecentLog* samples = nullptr;
+    const RecentLog* waits = nullptr;
+  };
+  History HistoryOf(uint32_t tid) const;
 
   const ThreadDirectory& directory_;
   Sink sink_;

@@ -41,11 +41,15 @@ ls "$work/term"/*.active 2> /dev/null && fail "an unsealed segment was left behi
 
 # Every source stops before the scheduler programs do: the busy demo's
 # spans and samples after its threads' last recorded switches would read
-# as time no context switch places (they did, every time, before).
+# as time no context switch places at the end of the trace (3 stretches
+# every time, before). A switch the kernel did not report elsewhere is
+# another matter.
 for trace in timed term; do
-  stretches=$("$tracectl" report "$work/$trace" --json \
-    | python3 -c 'import json, sys; print(json.load(sys.stdin)["trace"]["unplaced"]["stretches"])')
-  [ "$stretches" = 0 ] || fail "$trace: $stretches stretch(es) of time no switch places: \
+  tail_stretch=$("$tracectl" report "$work/$trace" --json | python3 -c '
+import json, sys
+trace = json.load(sys.stdin)["trace"]
+print(int(trace["unplaced"]["last_end_ns"] > trace["last_ns"] - 20_000_000))')
+  [ "$tail_stretch" = 0 ] || fail "$trace: time no switch places at its end: \
 $("$tracectl" report "$work/$trace" | sed -n 1,6p)"
 done
 

@@ -534,7 +534,8 @@ TEST(ReportModelTest, TimeNoSwitchPlacesIsSaidAndCountedNotCalledExact) {
   EXPECT_EQ(handler->inside.unaccounted_ns, 7'000u);  // the thread table shows it too
   const std::string json = ReportJson(model, {.events = 8});
   EXPECT_NE(json.find("\"times_exact\":false"), std::string::npos);
-  EXPECT_NE(json.find("\"unplaced\":{\"stretches\":1,\"ns\":7000}"), std::string::npos);
+  EXPECT_NE(json.find("\"unplaced\":{\"stretches\":1,\"ns\":7000,\"last_end_ns\":10000}"),
+            std::string::npos);
 
   ReportModel exact({});
   LockWait(exact, false);

@@ -311,6 +311,61 @@ TEST_F(TimelineTest, AnExecFromAnotherThanTheMainThreadHandsItsTidOver) {
   for (const Seen& seen : seen_) EXPECT_NE(seen.state, ThreadState::kUnknown);
 }
 
+// a was runnable; its own record proves it ran (no switch-in), then it
+// exits, and the CPU it waited for switches on: nothing still points at it.
+TEST_F(TimelineTest, AThreadThatRanUnseenAndExitedLeavesNoWaiterBehind) {
+  Switch(1'000, 0, 0, kA, 0);
+  Switch(2'000, 0, kA, kB, 0);  // a preempted: runnable on cpu 0
+  Feed({.time_ns = 3'000, .tid = kA, .cpu = 1, .payload = format::CpuSample{}}, 5);
+  Feed({.time_ns = 4'000, .tid = kA, .cpu = 1, .payload = format::ThreadExit{.pid = kPid}});
+  Switch(5'000, 0, kB, 0, 1);  // credits cpu 0's waiters
+  timeline_.Finish(6'000);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[1].state, ThreadState::kUnknown);
+  EXPECT_EQ(a[1].begin, 2'000u);
+  EXPECT_EQ(a[1].end, 3'000u);
+  EXPECT_EQ(a[2].state, ThreadState::kRunning);
+  EXPECT_EQ(a[2].end, 4'000u);
+}
+
+// A switch-in while the thread still runs: its switch-out is missing, and
+// when it stopped is not known.
+TEST_F(TimelineTest, ASwitchInWhileRunningIsAStretchNoSwitchPlaces) {
+  Switch(1'000, 0, 0, kA, 0);
+  Switch(4'000, 1, 0, kA, 0);  // on cpu 1 before cpu 0 said it left
+  Switch(5'000, 1, kA, 0, 1);
+  timeline_.Finish(6'000);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].state, ThreadState::kUnknown);
+  EXPECT_EQ(a[0].begin, 1'000u);
+  EXPECT_EQ(a[0].end, 4'000u);
+  EXPECT_EQ(a[1].state, ThreadState::kRunning);
+  EXPECT_EQ(a[2].state, ThreadState::kBlocked);
+}
+
+// The thread that called exec was in a stretch no switch placed: the
+// stretch ends at the exec, and nothing of it is left open.
+TEST_F(TimelineTest, AnExecFromAThreadInAStretchEndsTheStretch) {
+  Feed({.tid = kPid, .payload = format::ThreadInfo{.pid = kPid, .name = "main"}});
+  Switch(1'000, 0, 0, kB, 0);
+  Switch(2'000, 0, kA, 0, 1);  // b's switch-out is lost: a stretch from 1'000
+  Feed({.time_ns = 3'000,
+        .tid = kPid,
+        .cpu = 1,
+        .payload = format::ProcessExec{.pid = kPid, .filename = "/bin/svc", .old_tid = kB}});
+  timeline_.Finish(5'000);
+  const std::vector<Seen> b = Of(kB);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].state, ThreadState::kUnknown);
+  EXPECT_EQ(b[0].end, 3'000u);
+  const std::vector<Seen> main = Of(kPid);
+  ASSERT_EQ(main.size(), 1u);
+  EXPECT_EQ(main[0].state, ThreadState::kRunning);
+  EXPECT_EQ(main[0].begin, 3'000u);
+}
+
 TEST_F(TimelineTest, ForeignThreadsHaveNoTimelineAndExitEndsRunning) {
   Feed({.tid = 300, .payload = format::ThreadInfo{.pid = 300, .name = "noisy", .foreign = true,
                                                   .process_name = "bg"}});

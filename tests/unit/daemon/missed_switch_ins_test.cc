@@ -82,10 +82,14 @@ TEST_F(MissedSwitchInsTest, ANewThreadsFirstSwitchInIsPlacedToo) {
   EXPECT_EQ(missed_.switched_out_threads(), 1u);
   ASSERT_TRUE(missed_.Observe(Switch(5'000, kOtherWorker, kTarget, kTokio, kInit, 2'000, 1)));
   EXPECT_EQ(missed_.inferred_time_ns(), 3'000u);
-  // Reported, it is forgotten at its switch-in.
+  // Reported (on cpu 1), it is forgotten at its switch-in: its switch-out
+  // on cpu 0, where tokio runs, places nothing, though it would were the
+  // thread still waiting since its wakeup (9'000 - 6'000 > 2'500).
   created.record.time_ns = 6'000;
   EXPECT_FALSE(missed_.Observe(created));
-  EXPECT_FALSE(missed_.Observe(Switch(6'500, kTokio, kInit, kOtherWorker, kTarget, 0)));
+  OwnedEvent reported = Switch(6'500, kTokio, kInit, kOtherWorker, kTarget, 0);
+  reported.record.cpu = 1;
+  EXPECT_FALSE(missed_.Observe(reported));
   EXPECT_FALSE(missed_.Observe(Switch(9'000, kOtherWorker, kTarget, kTokio, kInit, 2'500)));
 }
 
