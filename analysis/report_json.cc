@@ -136,6 +136,7 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                     {"losses", verdict.losses.lost},
                     {"cuts", verdict.losses.cut},
                     {"problems", verdict.problems},
+                    {"notes", verdict.notes},
                     {"events", verdict.events}};
   doc["sched_data"] = model.has_sched_data();
   // false when scheduler events were lost or a switch is missing: threads'

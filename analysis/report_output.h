@@ -18,6 +18,9 @@ struct TraceVerdict {
   bool complete = true;
   format::LossTally losses;  // what was lost, and what was cut
   std::vector<std::string> problems;
+  // What the session learnt while tracing (the trailers' notes): an exec
+  // that left a target's probes behind.
+  std::vector<std::string> notes;
   uint64_t events = 0;
 
   // Scheduler events lost: a thread's times then miss what those switches

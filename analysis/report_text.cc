@@ -156,6 +156,7 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
                      verdict.events, Ms(model.last_ns() - model.first_ns()));
   for (const std::string& line : verdict.losses.Lines()) out += fmt::format("  {}\n", line);
   for (const std::string& problem : verdict.problems) out += fmt::format("  {}\n", problem);
+  for (const std::string& note : verdict.notes) out += fmt::format("  note: {}\n", note);
   if (!model.has_sched_data()) {
     out += "  no scheduler records in this trace: request times cannot be split and read as "
            "unaccounted\n";

@@ -295,6 +295,7 @@ absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
   created_any_ = true;
   retry_at_ns_ = 0;
   seal_failed_ = false;
+  notes_.clear();
   symbol_table_.reset();
   file_size_ = compressed_.size();
   frame_number_ = 1;
@@ -550,6 +551,7 @@ v1::SegmentTrailer SegmentWriter::BuildTrailer(const LossMap& losses) const {
                                     LossReasonName(key.reason)));
   }
   for (const std::string& name : segment_evicted_) trailer.add_evicted_segments(name);
+  for (const std::string& note : notes_) trailer.add_notes(note);
   trailer.set_verdict(lost ? v1::INCOMPLETE : v1::COMPLETE);
   if (first_time_ns_ != UINT64_MAX) {
     trailer.set_first_time_ns(first_time_ns_);

@@ -129,6 +129,9 @@ class SegmentWriter {
   // Flushes a block or rotates once their time has come. `now_ns` is
   // CLOCK_MONOTONIC, the clock of record times.
   absl::Status Tick(uint64_t now_ns);
+  // A sentence for the trailer of the segment open now (or of the next one):
+  // something the session learnt that a reader of the trace must know.
+  void AddNote(std::string note) { notes_.push_back(std::move(note)); }
   // Seals the open segment (if it holds anything) and reports pending losses.
   // Final: later calls (and the destructor) only retry renames the
   // directory refused, never the hooks, whose owner may be half destroyed.
@@ -237,6 +240,7 @@ class SegmentWriter {
   // the Loss records it held): the next block states them, or the trailer.
   LossMap unwritten_losses_;
   std::vector<std::string> segment_evicted_;
+  std::vector<std::string> notes_;  // for the next trailer written
   EncoderTruncations truncations_at_open_;
   // Taken from the symbol hook at the first try to seal, kept for the next.
   std::optional<v1::SymbolTable> symbol_table_;

@@ -67,6 +67,8 @@ class Pipeline {
       const std::vector<std::string>* probe_names, std::shared_ptr<spdlog::logger> log,
       uint64_t now_ns);
 
+  // A sentence for the trace: the trailer of the segment open now.
+  void AddNote(std::string note) { writer_->AddNote(std::move(note)); }
   // The record handler for a RecordSource.
   void OnRecord(std::span<const uint8_t> bytes);
   // After draining the source at `drained_at_ns` (its counters then):

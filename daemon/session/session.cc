@@ -228,6 +228,7 @@ void Session::OnExec(uint32_t pid, uint32_t old_tid) {
   std::optional<std::string> warning = exec_coverage_->OnExec(pid, old_tid);
   if (!warning) return;
   log_->warn("session {}: {}", stats_.id, *warning);
+  pipeline_->AddNote(*warning);  // in the trace, which outlives the log
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.warnings.push_back(*std::move(warning));
 }

@@ -10,6 +10,7 @@
 
 #include "daemon/base/overloaded.h"
 #include "daemon/base/status_util.h"
+#include "daemon/base/utf8.h"
 #include "daemon/format/loss_tally.h"
 #include "daemon/format/segment_reader.h"
 #include "daemon/format/trace_reader.h"
@@ -25,6 +26,7 @@ struct SegmentReport {
   std::string open_error;
   bool complete = false;
   std::vector<std::string> reasons;  // trailer verdict reasons, then reading problems
+  std::vector<std::string> notes;    // the trailer's: what the session learnt while writing
   uint64_t events = 0;
   std::map<std::string, uint64_t> kinds;
   format::LossTally losses;  // the trailer's when sealed, else the Loss records read
@@ -94,6 +96,7 @@ SegmentReport VerifySegment(const std::string& path) {
     report.losses = std::move(streamed);
   }
   for (const std::string& reason : r.trailer().reasons()) report.reasons.push_back(reason);
+  for (const std::string& note : r.trailer().notes()) report.notes.push_back(Utf8Text(note));
   for (const std::string& problem : r.problems()) report.reasons.push_back(problem);
   if (r.unknown_records_skipped() > 0) {
     report.reasons.push_back(fmt::format(
@@ -154,6 +157,7 @@ void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
     for (const auto& [what, count] : s.losses.lost) lost += count;
     for (const auto& [what, count] : s.losses.cut) cut += count;
     for (const std::string& reason : s.reasons) fmt::print("    reason: {}\n", reason);
+    for (const std::string& note : s.notes) fmt::print("    note: {}\n", note);
   }
   fmt::print("{}: {} segment(s), {} events, {} lost{}\n", complete ? "COMPLETE" : "INCOMPLETE",
              segments.size(), events, lost, cut > 0 ? fmt::format(", {} cut", cut) : "");
@@ -180,6 +184,7 @@ void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
     }
     segment["features"] = s.features;
     segment["reasons"] = s.reasons;
+    segment["notes"] = s.notes;
     out["segments"].push_back(std::move(segment));
   }
   // Names and paths are bytes, not always UTF-8: a byte that is not becomes U+FFFD.

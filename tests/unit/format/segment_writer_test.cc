@@ -158,6 +158,38 @@ TEST(SegmentWriterTest, AnEmptySessionLeavesOneSealedSegment) {
   EXPECT_TRUE((*writer)->losses().empty());
 }
 
+// A note goes in the trailer of the segment open when it was made, once:
+// the segments after it do not repeat it.
+TEST(SegmentWriterTest, ANoteIsInTheTrailerOfItsSegmentOnly) {
+  testing::TempDir dir;
+  synthetic::Trace trace;
+  {
+    auto writer = SegmentWriter::Create(SmallFiles(dir.path()), {}, ThreadPreamble);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_TRUE((*writer)->Append(trace.Next()).ok());
+    (*writer)->AddNote("pid 7 called exec into another program");
+    for (int i = 0; i < 50'000; ++i) ASSERT_TRUE((*writer)->Append(trace.Next()).ok());
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  const std::vector<std::string> files = Files(dir.path());
+  ASSERT_GE(files.size(), 2u);
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto reader = SegmentReader::Open(dir.File(files[i]));
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    Record record;
+    while ((*reader)->Next(&record)) {
+    }
+    ASSERT_TRUE((*reader)->has_trailer());
+    if (i == 0) {
+      ASSERT_EQ((*reader)->trailer().notes_size(), 1);
+      EXPECT_EQ((*reader)->trailer().notes(0), "pid 7 called exec into another program");
+    } else {
+      EXPECT_EQ((*reader)->trailer().notes_size(), 0) << files[i];
+    }
+    EXPECT_TRUE((*reader)->complete()) << "a note is not a loss";
+  }
+}
+
 // Cut content (a string or stack past its cap, a stack walk stopped at a bad
 // frame) is counted in the trailer but leaves the verdict complete; a lost
 // event does not.
