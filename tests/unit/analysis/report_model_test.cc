@@ -563,6 +563,17 @@ TEST(ReportModelTest, TheThreadTableSaysFromWhenRequestsCouldBeSeen) {
   EXPECT_EQ(ReportText(early, {.events = 14}).find("requests are seen from"), std::string::npos);
 }
 
+// What the trace's trailers note (an exec that left probes behind) is in
+// the report's verdict block, text and JSON.
+TEST(ReportModelTest, TheTrailersNotesAreInTheVerdict) {
+  ReportModel model({});
+  LockWait(model, false);
+  const TraceVerdict verdict{.notes = {"pid 10 called exec into another program (/bin/x)"}, .events = 14};
+  EXPECT_NE(ReportText(model, verdict).find("\n  note: pid 10 called exec into another program"),
+            std::string::npos);
+  EXPECT_NE(ReportJson(model, verdict).find("\"notes\":[\"pid 10 called exec"), std::string::npos);
+}
+
 TEST(ReportModelTest, ARequestCrossingIntoANewSegmentIsOneRequest) {
   ReportModel model({});
   LockWait(model, /*new_segment_midway=*/true);
