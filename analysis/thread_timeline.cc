@@ -283,10 +283,22 @@ void ThreadTimeline::OnMigrate(const format::Record& record, const format::Sched
 }
 
 void ThreadTimeline::OnOffCpu(const format::Record& record, uint32_t stack) {
-  auto it = threads_.find(record.tid);
-  if (it == threads_.end()) return;
-  Track& track = it->second;
+  Track* traced = Traced(record.tid);
+  if (traced == nullptr) return;
+  Track& track = *traced;
   const auto& off = std::get<format::OffCpu>(record.payload);
+  if (track.state == ThreadState::kUnknown && !track.in_gap && track.switched_out_ns == 0 &&
+      record.time_ns >= off.duration_ns) {
+    // Never switched while traced: louped's account, when tracing stopped,
+    // of a sleep all along (asleep_all_along.h), with its kernel stack.
+    track.state = ThreadState::kBlocked;
+    track.since = track.blocked_since = track.switched_out_ns = record.time_ns - off.duration_ns;
+    track.prev_state = off.prev_state;
+    track.wake = {};
+    track.cpu = record.cpu;
+    track.unended_stack = stack;
+    return;
+  }
   if (track.state != ThreadState::kRunning &&
       record.time_ns - off.duration_ns == track.switched_out_ns) {
     // The trace ends in this wait: its stacks are for Finish.

@@ -26,7 +26,10 @@ bool OffCpuTracker::Observe(OwnedEvent& event, OwnedEvent* interval) {
                  [](const format::ClockSync&) {}, [](const format::ProcessInfo&) {},
                  [](const format::ThreadInfo&) {}, [](const format::ProcessFork&) {},
                  [](const format::ProcessExec&) {}, [](const format::SchedMigrate&) {},
-                 [](const format::CpuSample&) {}, [](const format::OffCpu&) {},
+                 [&](const format::CpuSample&) {
+                   if (is_target_(event.prev_tgid)) switched_out_.try_emplace(record.tid);
+                 },
+                 [](const format::OffCpu&) {},
                  [](const format::UprobeEntry&) {}, [](const format::UprobeReturn&) {},
                  [](const format::UsdtEvent&) {}, [](const format::SpanBegin&) {},
                  [](const format::SpanEnd&) {}, [](const format::Instant&) {},
@@ -42,7 +45,9 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
   bool made = false;
   if (is_target_(event.next_tgid)) {
     auto out = switched_out_.find(change.next_tid);
-    if (out != switched_out_.end() && out->second.active) {
+    if (out == switched_out_.end()) {
+      switched_out_.try_emplace(change.next_tid);
+    } else if (out->second.active) {
       End(change.next_tid, out->second, record.time_ns, record.cpu, interval);
       made = true;
     }

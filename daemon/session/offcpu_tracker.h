@@ -38,13 +38,16 @@ class OffCpuTracker {
     return static_cast<size_t>(std::ranges::count_if(
         switched_out_, [](const auto& entry) { return entry.second.active; }));
   }
+  // Whether a living thread switched, or was sampled running, while traced.
+  bool Seen(uint32_t tid) const { return switched_out_.contains(tid); }
   // Threads with an entry (and its stack buffer): those alive that have
-  // switched out, so memory follows living threads, not every thread seen.
+  // switched or been sampled, so memory follows living threads.
   size_t kept_threads() const { return switched_out_.size(); }
 
  private:
   // Kept after the switch-in (inactive) until the thread exits: its frames
-  // buffer serves the thread's next switch-out.
+  // buffer serves the thread's next switch-out. A thread switched in or
+  // sampled before any switch-out has an inactive one: it was seen.
   struct SwitchedOut {
     bool active = false;
     uint64_t time_ns = 0;

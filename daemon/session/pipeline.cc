@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "daemon/base/read_file.h"
 #include "daemon/base/status_util.h"
 #include "daemon/format/loss_tally.h"
 #include "daemon/session/bpf_record_decoder.h"
@@ -36,6 +37,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
     uint64_t now_ns) {
   std::unique_ptr<Pipeline> pipeline(
       new Pipeline(std::move(options), std::move(targets), probe_names, std::move(log)));
+  pipeline->created_ns_ = now_ns;
   Pipeline* self = pipeline.get();
   Targets& targets_of = pipeline->targets_;
   targets_of.set_follow_children(pipeline->options_.follow_children);
@@ -134,6 +136,7 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
       operations_.Observe(interval_.record);
       Write(interval_);
     }
+    WriteAsleepAllAlong(end_ns);
   } else {
     reorder_.Release(drained_at_ns, sink);
   }
@@ -155,6 +158,43 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
   for (const format::Loss& loss : losses_.Since(now)) WriteLoss(loss, stamp);
   WarnLosses(now_ns, final);
   if (absl::Status status = writer_->Tick(now_ns); !status.ok()) ++write_errors_;
+}
+
+void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
+  // From the trace's start: its first event, or the pipeline's making
+  // (the sources attached just before) when the targets slept till late.
+  const uint64_t start_ns = first_time_ns_ != 0 ? std::min(first_time_ns_, created_ns_) : created_ns_;
+  if (!options_.read_asleep || end_ns <= start_ns) return;
+  struct Found {
+    uint32_t pid, tid;
+    Asleep asleep;
+  };
+  std::vector<Found> found;
+  for (const auto& [pid, process] : targets_.processes()) {
+    for (const auto& [tid, thread] : process.threads) {
+      if (offcpu_.Seen(tid)) continue;
+      if (std::optional<Asleep> asleep = options_.read_asleep(pid, tid)) {
+        found.push_back({pid, tid, *std::move(asleep)});
+      }
+    }
+  }
+  if (found.empty()) return;
+  std::vector<std::vector<std::string>> stacks;
+  for (const Found& thread : found) stacks.push_back(thread.asleep.kernel_frames);
+  const absl::StatusOr<std::string> kallsyms = ReadWholeFile("/proc/kallsyms");
+  const std::vector<std::vector<uint64_t>> addresses =
+      KernelAddresses(stacks, kallsyms.ok() ? *kallsyms : std::string());
+  for (size_t i = 0; i < found.size(); ++i) {
+    OwnedEvent event;
+    event.record = {.time_ns = end_ns,
+                    .tid = found[i].tid,
+                    .payload = format::OffCpu{.duration_ns = end_ns - start_ns,
+                                              .prev_state = found[i].asleep.prev_state}};
+    event.prev_tgid = found[i].pid;
+    event.frames = addresses[i];  // kernel frames only: a user stack needs the thread on a CPU
+    operations_.Observe(event.record);
+    Write(event);
+  }
 }
 
 void Pipeline::WarnLosses(uint64_t now_ns, bool final) {
@@ -197,6 +237,7 @@ void Pipeline::Release(OwnedEvent& event) {
 
 void Pipeline::Write(OwnedEvent& event) {
   const format::Record& record = event.View();
+  if (first_time_ns_ == 0) first_time_ns_ = record.time_ns;
   last_time_ns_ = std::max(last_time_ns_, record.time_ns);
   if (absl::Status status = writer_->Append(record); !status.ok()) {
     // A line a second at most, by the trace's clock: the writer counts

@@ -22,6 +22,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "daemon/format/segment_writer.h"
+#include "daemon/session/asleep_all_along.h"
 #include "daemon/session/content_policy.h"
 #include "daemon/session/foreign_threads.h"
 #include "daemon/session/loss_ledger.h"
@@ -46,6 +47,9 @@ struct PipelineOptions {
   // A target called exec (its pid, the thread that called it, 0 unknown):
   // told on the draining thread, while the process surely still runs.
   std::function<void(uint32_t pid, uint32_t old_tid)> on_exec;
+  // How a target thread sleeps now (ReadAsleep): for those that never
+  // switched while traced, when tracing stops. Unset: not asked (a replay).
+  std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)> read_asleep;
 };
 
 // The writer's ledger, read between cycles: what the files hold, as
@@ -95,6 +99,9 @@ class Pipeline {
     return [this](OwnedEvent& event) { Release(event); };
   }
   void Write(OwnedEvent& event);
+  // When tracing stops at `end_ns`: a wait from the first event on for each
+  // target thread that never switched and sleeps now.
+  void WriteAsleepAllAlong(uint64_t end_ns);
   void WriteLoss(const format::Loss& loss, uint64_t time_ns);
   // One warning line a second at most for the events lost meanwhile (a
   // full ring loses some at every drain: a line each flooded the log).
@@ -125,6 +132,8 @@ class Pipeline {
   LossLedger losses_;
   std::unique_ptr<StackSymbols> stacks_;  // null when not symbolizing
   std::unique_ptr<format::SegmentWriter> writer_;
+  uint64_t created_ns_ = 0;
+  uint64_t first_time_ns_ = 0;  // of the first event written, 0 none
   uint64_t last_time_ns_ = 0;
   uint64_t stopped_at_ns_ = 0;
   uint64_t malformed_ = 0;

@@ -156,7 +156,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                         .symbolize = o.symbolize,
                         .reorder_window_ns = o.reorder_window_ns,
                         .max_pending_events = o.max_pending_events,
-                        .on_exec = [self](uint32_t pid, uint32_t old_tid) { self->OnExec(pid, old_tid); }},
+                        .on_exec = [self](uint32_t pid, uint32_t old_tid) { self->OnExec(pid, old_tid); },
+                        // Only switches traced tell that a thread never ran.
+                        .read_asleep = o.sources.sched ? ReadAsleep : nullptr},
                        *std::move(targets), session->Header(), &session->plan_.probe_names,
                        session->log_, MonotonicNow());
   if (!pipeline.ok()) return pipeline.status();

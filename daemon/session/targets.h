@@ -60,6 +60,7 @@ class Targets {
   void set_added(Added callback) { added_ = std::move(callback); }
 
   bool contains(uint32_t tgid) const { return processes_.contains(tgid); }
+  const std::map<uint32_t, ProcessIdentity>& processes() const { return processes_; }
   bool empty() const { return processes_.empty(); }
   std::vector<uint32_t> pids() const;
   // What Resolve left out, for the session's warnings.

@@ -366,6 +366,23 @@ TEST_F(TimelineTest, AnExecFromAThreadInAStretchEndsTheStretch) {
   EXPECT_EQ(main[0].begin, 3'000u);
 }
 
+// b never switched while traced; louped's off_cpu at the end says it slept
+// from the trace's start: one blocked interval with its stack, b listed.
+TEST_F(TimelineTest, AThreadAsleepAllAlongIsBlockedFromTheStart) {
+  Switch(1'000, 0, 0, kA, 0);
+  Switch(5'000, 0, kA, 0, 1);
+  Feed({.time_ns = 9'000, .tid = kB, .cpu = 0,
+        .payload = format::OffCpu{.duration_ns = 8'000, .prev_state = 1}}, 7);
+  timeline_.Finish(9'000);
+  const std::vector<Seen> b = Of(kB);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].state, ThreadState::kBlocked);
+  EXPECT_EQ(b[0].begin, 1'000u);
+  EXPECT_EQ(b[0].end, 9'000u);
+  EXPECT_EQ(b[0].stack, 7u);
+  EXPECT_FALSE(b[0].woken);
+}
+
 TEST_F(TimelineTest, ForeignThreadsHaveNoTimelineAndExitEndsRunning) {
   Feed({.tid = 300, .payload = format::ThreadInfo{.pid = 300, .name = "noisy", .foreign = true,
                                                   .process_name = "bg"}});

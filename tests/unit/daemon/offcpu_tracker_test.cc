@@ -147,7 +147,9 @@ TEST_F(OffCpuTrackerTest, AnExitedThreadLeavesNothingBehind) {
   const std::vector<OwnedEvent> intervals = Replay(std::move(events));
   ASSERT_EQ(intervals.size(), 1u);  // the first sleep only
   EXPECT_EQ(intervals[0].record.time_ns, 2000u);
-  EXPECT_EQ(tracker_.kept_threads(), 0u);
+  EXPECT_EQ(tracker_.kept_threads(), 1u);  // the new thread, seen running; nothing of the old
+  EXPECT_TRUE(tracker_.Seen(101));
+  EXPECT_EQ(tracker_.tracked_threads(), 0u);
 }
 
 // A switch-out inside a signal handler: the interrupted frame is exact, and

@@ -114,6 +114,7 @@ class PipelineReplayTest : public ::testing::Test {
     options.writer.session_id = "replay";
     options.symbolize = false;
     options.reorder_window_ns = 50'000'000;
+    options.read_asleep = read_asleep_;
     absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
         Pipeline::Create(options, Targets({{kTarget, TargetProcess()}}), v1::SegmentHeader(),
                          &probe_names_, log_, first_drain_ns);
@@ -181,6 +182,7 @@ class PipelineReplayTest : public ::testing::Test {
   // Called before each drain with its index, and with SIZE_MAX before the
   // final cycle.
   std::function<void(size_t)> before_drain_;
+  std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)> read_asleep_;
 };
 
 TEST_F(PipelineReplayTest, EventsFromTwoCpusComeOutInTimeOrderAcrossDrains) {
@@ -305,6 +307,33 @@ TEST_F(PipelineReplayTest, SleepWakeupAndSwitchInMakeOneOffCpuInterval) {
   EXPECT_EQ(intervals[0].runq_ns, 5'000u);  // woken at +4 µs, ran at +9 µs
   EXPECT_EQ(intervals[0].waker_tid, kTarget);
   EXPECT_EQ(intervals[0].prev_state, kSleeping);
+}
+
+// The worker never switched while traced and sleeps when tracing stops: it
+// slept all along, which one off_cpu record from the trace's start says.
+// The main thread switched, so it is not asked about.
+TEST_F(PipelineReplayTest, AThreadAsleepAllAlongHasItsWaitInTheTrace) {
+  const uint64_t t0 = 2'000'000'000;
+  std::vector<uint32_t> asked;
+  read_asleep_ = [&](uint32_t pid, uint32_t tid) -> std::optional<Asleep> {
+    EXPECT_EQ(pid, kTarget);
+    asked.push_back(tid);
+    return Asleep{.prev_state = kSleeping, .kernel_frames = {"no_such_function+0x10/0x20"}};
+  };
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {Switch(t0, 0, kOther, kOther, kTarget, kTarget, 0)};
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  EXPECT_EQ(asked, std::vector<uint32_t>{kTarget + 1});
+  std::vector<format::Record> waits;
+  for (const format::Record& record : records) {
+    if (std::holds_alternative<format::OffCpu>(record.payload)) waits.push_back(record);
+  }
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].tid, kTarget + 1);
+  const auto& off = std::get<format::OffCpu>(waits[0].payload);
+  EXPECT_EQ(off.prev_state, kSleeping);
+  EXPECT_EQ(waits[0].time_ns - off.duration_ns, t0) << "from the trace's first event";
+  EXPECT_TRUE(off.kernel_stack.empty()) << "a function kallsyms does not have is left out";
 }
 
 TEST_F(PipelineReplayTest, EveryLossIsInTheTraceAndInTheStatsExactly) {

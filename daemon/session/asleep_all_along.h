@@ -1,0 +1,39 @@
+// Target threads asleep through a whole trace: they never switched while it
+// was recorded, so no record says what they waited for, and the report
+// would not list them at all. When tracing stops, /proc says how they
+// sleep now: the state (S, D, I, T) and the kernel stack, whose
+// "function+0xoffset" lines kallsyms turns back into addresses (root sees
+// them) for the off_cpu record that covers the trace.
+#ifndef LOUPE_DAEMON_SESSION_ASLEEP_ALL_ALONG_H_
+#define LOUPE_DAEMON_SESSION_ASLEEP_ALL_ALONG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loupe::session {
+
+struct Asleep {
+  uint32_t prev_state = 0;  // as sched_switch has it: TASK_INTERRUPTIBLE, ...
+  // The kernel stack, innermost first: "function+0xoffset" each.
+  std::vector<std::string> kernel_frames;
+};
+
+// The thread's sleep from /proc/PID/task/TID, or nullopt when it runs, is
+// runnable or is gone.
+std::optional<Asleep> ReadAsleep(uint32_t pid, uint32_t tid);
+
+// The state letter of /proc/.../stat as a task state, 0 for R and unknown letters.
+uint32_t TaskStateOfLetter(char letter);
+
+// "function+0xoffset" frames as kernel addresses, by one pass over kallsyms
+// text (the file's format: "ADDRESS TYPE NAME[\t[MODULE]]"); a frame whose
+// function is not there (or hidden: all addresses zero) is left out.
+std::vector<std::vector<uint64_t>> KernelAddresses(
+    const std::vector<std::vector<std::string>>& stacks, std::string_view kallsyms);
+
+}  // namespace loupe::session
+
+#endif  // LOUPE_DAEMON_SESSION_ASLEEP_ALL_ALONG_H_
