@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace loupe::symbols {
 namespace {
@@ -55,6 +56,10 @@ void CallSite(Dwarf_Die* inlined, Dwarf_Die* cu, std::string* file, uint32_t* li
 
 std::string Demangle(const char* name) {
   if (name == nullptr) return "";
+  // Only Itanium-mangled names: __cxa_demangle also reads a bare type
+  // encoding, so a C function named w, x or i would read as wchar_t,
+  // long long or int.
+  if (std::strncmp(name, "_Z", 2) != 0) return name;
   int status = 0;
   char* readable = abi::__cxa_demangle(name, nullptr, nullptr, &status);
   if (readable == nullptr) return name;

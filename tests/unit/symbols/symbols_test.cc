@@ -81,6 +81,17 @@ TEST(AddressSpacesTest, AGoneChildHasItsParentsMappingsUntilItExecs) {
   EXPECT_EQ(spaces.Locate(gone, code, 3).mapping, nullptr);
 }
 
+// C functions with one-letter names are names, not type encodings.
+TEST(DemangleTest, OnlyMangledNamesAreDemangled) {
+  EXPECT_EQ(Demangle("w"), "w");
+  EXPECT_EQ(Demangle("x"), "x");
+  EXPECT_EQ(Demangle("i"), "i");
+  EXPECT_EQ(Demangle("Pv"), "Pv");
+  EXPECT_EQ(Demangle("_ZN4loup3runEv"), "loup::run()");
+  EXPECT_EQ(Demangle("_Z"), "_Z");  // not a whole mangled name: kept
+  EXPECT_EQ(Demangle(nullptr), "");
+}
+
 TEST(KernelSymbolsTest, NamesTextSymbolsAndSaysWhenAddressesAreHidden) {
   const KernelSymbols kernel(
       "ffffffff81000000 T _stext\n"
