@@ -3,7 +3,19 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <filesystem>
+
 namespace loupe::session {
+namespace {
+
+// The file a path names: /proc/PID/exe is a link to what the process runs.
+std::string Resolved(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::path target = std::filesystem::read_symlink(path, error);
+  return error ? path : target.string();
+}
+
+}  // namespace
 
 ExecCoverage::ExecCoverage(const probes::ProbePlan& plan, bool system_wide,
                            const std::vector<uint32_t>& pids, ExecutableOf executable_of)
@@ -40,7 +52,7 @@ std::optional<std::string> ExecCoverage::OnExec(uint32_t pid, uint32_t old_tid) 
     return fmt::format(
         "pid {} called exec into another program ({}): probes are placed at attach in the files "
         "it ran then, so its requests from here on are not traced (attach again)",
-        pid, executable);
+        pid, Resolved(executable));
   }
   return std::nullopt;
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/support/temp_dir.h"
@@ -57,6 +58,19 @@ TEST_F(ExecCoverageTest, AnotherProgramHasNoProbesOfItsOwn) {
   EXPECT_NE(said->find("exec into another program (" + other_ + ")"), std::string::npos) << *said;
   // Said once: from then on it is the program it runs.
   EXPECT_EQ(coverage.OnExec(kPid, kPid), std::nullopt);
+}
+
+// /proc/PID/exe is a link: the note names the program it points at.
+TEST_F(ExecCoverageTest, TheNoteNamesTheProgramNotTheLink) {
+  const std::string link = dir_.File("exe");
+  std::filesystem::create_symlink(service_, link);
+  running_ = link;
+  ExecCoverage coverage = Coverage(/*system_wide=*/true);
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(other_, link);
+  const std::optional<std::string> said = coverage.OnExec(kPid, kPid);
+  ASSERT_TRUE(said.has_value());
+  EXPECT_NE(said->find("(" + other_ + ")"), std::string::npos) << *said;
 }
 
 TEST_F(ExecCoverageTest, NothingIsSaidWhereNoProbeWasPlaced) {
