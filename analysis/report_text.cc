@@ -264,13 +264,18 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
   // Probes attach after the scheduler's programs: say from when requests
   // could be seen, past a few ms (under that, it is noise).
   if (const uint64_t seen = model.first_request_event_ns(); seen > model.first_ns() + kRequestsLateNs) {
-    out += fmt::format("  (requests are seen from +{}, their first begin or end: the probes came up "
-                       "after the scheduler's, and time in requests before that reads as outside)\n",
+    out += fmt::format("  (the first request begins or ends at +{}: a request already under way "
+                       "before it, or before the probes came up, reads as outside)\n",
                        Ms(seen - model.first_ns()));
   }
   for (const ThreadReport& thread : model.threads()) {
-    out += fmt::format("  {}\n      inside:  {}\n      outside: {}\n", Who(thread.thread),
-                       Parts(thread.inside, false), Parts(thread.outside, false));
+    const Breakdown& in = thread.inside;
+    // A thread that never served a request has no inside to show.
+    const bool served = in.on_cpu_ns + in.runq_ns + in.blocked_ns + in.sleep_ns + in.queued_ns +
+                            in.unaccounted_ns != 0;
+    out += fmt::format("  {}\n", Who(thread.thread));
+    if (served) out += fmt::format("      inside:  {}\n", Parts(in, false));
+    out += fmt::format("      outside: {}\n", Parts(thread.outside, false));
   }
   const size_t top = model.options().top;
   out += fmt::format("\ntop on-CPU functions{} (sampled, {} samples; self / total)\n",

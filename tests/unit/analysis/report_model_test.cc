@@ -457,6 +457,10 @@ TEST(ReportModelTest, ATracedCpuHolderIsNamedWithWhatItRan) {
             std::string::npos)
       << ReportText(model, {.events = 12});
   EXPECT_NE(ReportJson(model, {}).find("\"doing\":\"janitor_compact_locked\""), std::string::npos);
+  // The janitor served no request: its row has no inside line.
+  const std::string text = ReportText(model, {.events = 12});
+  EXPECT_NE(text.find("  janitor (tid 12, lock_service)\n      outside: "), std::string::npos) << text;
+  EXPECT_NE(text.find("  worker-0 (tid 11, lock_service)\n      inside:  "), std::string::npos);
 }
 
 // The idle task wakes nobody: an interrupt taken while the CPU idled did,
@@ -553,14 +557,14 @@ TEST(ReportModelTest, TheThreadTableSaysFromWhenRequestsCouldBeSeen) {
   late.Add({.time_ns = 20'002'000, .tid = kHandler, .payload = format::OperationEnd{42}});
   late.Finish();
   EXPECT_EQ(late.first_request_event_ns(), 20'001'000u);
-  EXPECT_NE(ReportText(late, {.events = 6}).find("(requests are seen from +20.000 ms"),
+  EXPECT_NE(ReportText(late, {.events = 6}).find("(the first request begins or ends at +20.000 ms"),
             std::string::npos)
       << ReportText(late, {.events = 6});
   EXPECT_NE(ReportJson(late, {}).find("\"first_request_event_ns\":20001000"), std::string::npos);
 
   ReportModel early({});
   LockWait(early, false);
-  EXPECT_EQ(ReportText(early, {.events = 14}).find("requests are seen from"), std::string::npos);
+  EXPECT_EQ(ReportText(early, {.events = 14}).find("the first request begins"), std::string::npos);
 }
 
 // What the trace's trailers note (an exec that left probes behind) is in
