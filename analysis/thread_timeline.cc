@@ -359,7 +359,7 @@ void ThreadTimeline::Doing(const RecentLog& samples, const RecentLog& waits, uin
     wake->doing_off_cpu = true;
     return;
   }
-  if (const uint32_t sampled = MostSampled(samples, begin, end); sampled != 0) {
+  if (const uint32_t sampled = MostSampled(samples, begin, end, kDoingSlackNs); sampled != 0) {
     wake->doing_stack = sampled;
     return;
   }
@@ -367,8 +367,9 @@ void ThreadTimeline::Doing(const RecentLog& samples, const RecentLog& waits, uin
   wake->doing_off_cpu = best_wait != 0;
 }
 
-uint32_t ThreadTimeline::MostSampled(const RecentLog& samples, uint64_t begin, uint64_t end) {
-  const uint64_t from = begin > kDoingSlackNs ? begin - kDoingSlackNs : 0;
+uint32_t ThreadTimeline::MostSampled(const RecentLog& samples, uint64_t begin, uint64_t end,
+                                     uint64_t slack_ns) {
+  const uint64_t from = begin > slack_ns ? begin - slack_ns : 0;
   std::array<uint32_t, kRecent> in_window;
   size_t n = 0;
   for (const Recent& sample : samples) {
@@ -388,7 +389,10 @@ uint32_t ThreadTimeline::MostSampled(const RecentLog& samples, uint64_t begin, u
 void ThreadTimeline::HoldersDoing(std::vector<Holder>& holders, uint64_t begin, uint64_t end) const {
   for (Holder& holder : holders) {
     if (const History held = HistoryOf(holder.tid); holder.tid != 0 && held.samples != nullptr) {
-      holder.doing_stack = MostSampled(*held.samples, begin, end);
+      // Its samples in the wait say what it held the CPU for; before the
+      // wait, it may have been at something else (a phase that just ended).
+      holder.doing_stack = MostSampled(*held.samples, begin, end, 0);
+      if (holder.doing_stack == 0) holder.doing_stack = MostSampled(*held.samples, begin, end, kDoingSlackNs);
     }
   }
 }

@@ -167,8 +167,9 @@ class ThreadTimeline {
   // Sets wake->doing_stack and doing_off_cpu from a waker's recent history.
   void Doing(const RecentLog& samples, const RecentLog& waits, uint64_t begin, uint64_t end,
              Wake* wake) const;
-  // The stack a thread's samples hit most from a little before `begin` to `end`, 0 none.
-  static uint32_t MostSampled(const RecentLog& samples, uint64_t begin, uint64_t end);
+  // The stack a thread's samples hit most from `slack_ns` before `begin` to `end`, 0 none.
+  static uint32_t MostSampled(const RecentLog& samples, uint64_t begin, uint64_t end,
+                              uint64_t slack_ns);
   // Sets each traced holder's doing_stack for a run-queue wait from `begin` to `end`.
   void HoldersDoing(std::vector<Holder>& holders, uint64_t begin, uint64_t end) const;
   // What a thread did lately, running or exited; null logs when not known.

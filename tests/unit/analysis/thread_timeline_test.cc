@@ -383,6 +383,22 @@ TEST_F(TimelineTest, AThreadAsleepAllAlongIsBlockedFromTheStart) {
   EXPECT_FALSE(b[0].woken);
 }
 
+// b held a's CPU: what b ran during the wait names it, not what it ran
+// just before (a phase that had ended).
+TEST_F(TimelineTest, AHoldersSamplesInTheWaitSayWhatItHeldTheCpuFor) {
+  Switch(100, 0, 0, kA, 0);
+  Feed({.time_ns = 500, .tid = kB, .cpu = 1, .payload = format::CpuSample{}}, 5);
+  Switch(1'000, 0, kA, kB, 0);
+  Feed({.time_ns = 1'500, .tid = kB, .cpu = 0, .payload = format::CpuSample{}}, 6);
+  Switch(2'000, 0, kB, kA, 0);
+  timeline_.Flush(kA);  // no off_cpu record follows a preemption's switch-in
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(a[1].holders.size(), 1u);
+  EXPECT_EQ(a[1].holders[0].tid, kB);
+  EXPECT_EQ(a[1].holders[0].doing_stack, 6u);
+}
+
 TEST_F(TimelineTest, ForeignThreadsHaveNoTimelineAndExitEndsRunning) {
   Feed({.tid = 300, .payload = format::ThreadInfo{.pid = 300, .name = "noisy", .foreign = true,
                                                   .process_name = "bg"}});
