@@ -27,7 +27,9 @@ void Anatomy::AddInterval(const StateInterval& interval, uint64_t ns) {
         throttled_ns += ns;  // the quota kept it waiting, not whoever held the CPU
         break;
       }
-      for (const Holder& holder : interval.holders) AddHolder(holder.tid, holder.ns, holder.doing_stack);
+      for (const Holder& holder : interval.holders) {
+        AddHolder(holder.tid, holder.ns, holder.doing_stack);
+      }
       break;
     case ThreadState::kUnknown:
       break;

@@ -392,7 +392,9 @@ void ThreadTimeline::HoldersDoing(std::vector<Holder>& holders, uint64_t begin, 
       // Its samples in the wait say what it held the CPU for; before the
       // wait, it may have been at something else (a phase that just ended).
       holder.doing_stack = MostSampled(*held.samples, begin, end, 0);
-      if (holder.doing_stack == 0) holder.doing_stack = MostSampled(*held.samples, begin, end, kDoingSlackNs);
+      if (holder.doing_stack == 0) {
+        holder.doing_stack = MostSampled(*held.samples, begin, end, kDoingSlackNs);
+      }
     }
   }
 }

@@ -14,11 +14,13 @@ namespace {
 // "function+0xoffset/0xsize" -> (function, offset).
 std::optional<std::pair<std::string_view, uint64_t>> SplitFrame(std::string_view frame) {
   const size_t plus = frame.rfind('+');
-  if (plus == std::string_view::npos || frame.substr(plus + 1).substr(0, 2) != "0x") return std::nullopt;
+  if (plus == std::string_view::npos || frame.substr(plus + 1).substr(0, 2) != "0x")
+    return std::nullopt;
   std::string_view offset = frame.substr(plus + 3);
   offset = offset.substr(0, offset.find('/'));
   uint64_t value = 0;
-  const auto [end, error] = std::from_chars(offset.data(), offset.data() + offset.size(), value, 16);
+  const auto [end, error] =
+      std::from_chars(offset.data(), offset.data() + offset.size(), value, 16);
   if (error != std::errc() || end != offset.data() + offset.size()) return std::nullopt;
   return std::pair(frame.substr(0, plus), value);
 }
@@ -27,12 +29,18 @@ std::optional<std::pair<std::string_view, uint64_t>> SplitFrame(std::string_view
 
 uint32_t TaskStateOfLetter(char letter) {
   switch (letter) {
-    case 'S': return 0x1;    // TASK_INTERRUPTIBLE
-    case 'D': return 0x2;    // TASK_UNINTERRUPTIBLE
-    case 'I': return 0x402;  // TASK_IDLE: uninterruptible, not counted as load
-    case 'T': return format::kTaskStopped;
-    case 't': return format::kTaskTraced;
-    default: return 0;
+    case 'S':
+      return 0x1;  // TASK_INTERRUPTIBLE
+    case 'D':
+      return 0x2;  // TASK_UNINTERRUPTIBLE
+    case 'I':
+      return 0x402;  // TASK_IDLE: uninterruptible, not counted as load
+    case 'T':
+      return format::kTaskStopped;
+    case 't':
+      return format::kTaskTraced;
+    default:
+      return 0;
   }
 }
 
