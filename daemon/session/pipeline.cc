@@ -19,7 +19,7 @@ Pipeline::Pipeline(PipelineOptions options, Targets targets,
       probe_decoder_(probe_names, options_.content_policy),
       reorder_(options_.reorder_window_ns, options_.max_pending_events),
       offcpu_([this](uint32_t tgid) { return IsTarget(tgid); }),
-      missed_([this](uint32_t tgid) { return IsTarget(tgid); }),
+      missed_([this](uint32_t tgid) { return IsTargetOnArrival(tgid); }),
       foreign_([this](uint32_t tgid) { return IsOrWasTarget(tgid); }) {}
 
 void Pipeline::RememberExited(uint32_t tgid) {
@@ -101,6 +101,13 @@ void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
   // that has already exited is read through its parent.
   if (const auto* fork = std::get_if<format::ProcessFork>(&event->record.payload)) {
     probe_decoder_.names().OnFork(event->prev_tgid, fork->child_pid);
+    if (options_.follow_children && fork->child_pid != event->prev_tgid &&
+        IsTargetOnArrival(event->prev_tgid)) {
+      forked_on_arrival_.insert(fork->child_pid);
+    }
+  } else if (const auto* exit = std::get_if<format::ThreadExit>(&event->record.payload);
+             exit != nullptr && exit->group_dead) {
+    forked_on_arrival_.erase(exit->pid);
   } else if (const auto* exec = std::get_if<format::ProcessExec>(&event->record.payload)) {
     probe_decoder_.names().OnExec(exec->pid);
     if (options_.on_exec) options_.on_exec(exec->pid, exec->old_tid);

@@ -115,6 +115,15 @@ class Pipeline {
   }
   void RememberExited(uint32_t tgid);
   static constexpr size_t kExitedTargetsKept = 4096;
+  // Targets as records arrive, before the reorder window releases them: a
+  // followed child is one from its fork on, though Targets learns of it
+  // only at the fork's release (50 ms on; a short-lived child is gone by
+  // then) and missed switch-ins are placed on arrival.
+  bool IsTargetOnArrival(uint32_t tgid) const {
+    return IsTarget(tgid) || forked_on_arrival_.contains(tgid);
+  }
+  // Children of targets forked and not yet exited, on arrival (followed only).
+  absl::flat_hash_set<uint32_t> forked_on_arrival_;
 
   PipelineOptions options_;
   std::shared_ptr<spdlog::logger> log_;

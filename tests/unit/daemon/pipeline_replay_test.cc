@@ -115,6 +115,7 @@ class PipelineReplayTest : public ::testing::Test {
     options.symbolize = false;
     options.reorder_window_ns = 50'000'000;
     options.read_asleep = read_asleep_;
+    options.follow_children = follow_children_;
     absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
         Pipeline::Create(options, Targets({{kTarget, TargetProcess()}}), v1::SegmentHeader(),
                          &probe_names_, log_, first_drain_ns);
@@ -183,6 +184,7 @@ class PipelineReplayTest : public ::testing::Test {
   // final cycle.
   std::function<void(size_t)> before_drain_;
   std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)> read_asleep_;
+  bool follow_children_ = false;
 };
 
 TEST_F(PipelineReplayTest, EventsFromTwoCpusComeOutInTimeOrderAcrossDrains) {
@@ -334,6 +336,47 @@ TEST_F(PipelineReplayTest, AThreadAsleepAllAlongHasItsWaitInTheTrace) {
   EXPECT_EQ(off.prev_state, kSleeping);
   EXPECT_EQ(waits[0].time_ns - off.duration_ns, t0) << "from the trace's first event";
   EXPECT_TRUE(off.kernel_stack.empty()) << "a function kallsyms does not have is left out";
+}
+
+// A followed child is a target from its fork on, though Targets learns of
+// it only when the fork leaves the reorder window: its first switch-in, one
+// the kernel did not report, is placed from its switch-out's account.
+TEST_F(PipelineReplayTest, AFollowedChildsMissingFirstSwitchInIsPlaced) {
+  follow_children_ = true;
+  const uint64_t t0 = 2'000'000'000;
+  constexpr uint32_t kChild = 4'000'000;  // no such process: described from its parent
+  loupe_process_fork fork{};
+  fork.parent_tid = fork.parent_tgid = kTarget;
+  fork.child_tid = fork.child_tgid = kChild;
+  loupe_sched_wakeup born{};
+  born.woken_tid = born.woken_tgid = kChild;
+  born.waker_tid = born.waker_tgid = kTarget;
+  born.target_cpu = 1;
+  born.is_new = 1;
+  loupe_sched_switch out{};
+  out.prev_tid = out.prev_tgid = kChild;
+  out.next_tid = out.next_tgid = kOther;
+  out.prev_state = kSleeping;
+  out.prev_ran_ns = 3'000;  // it ran from t0 + 6 µs: the CPU handed over unreported
+  std::strncpy(out.next_comm, "other", sizeof out.next_comm);
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {
+      Bytes(fork, LOUPE_REC_PROCESS_FORK, t0 + 1'000, 0),
+      Bytes(born, LOUPE_REC_SCHED_WAKEUP, t0 + 1'500, 0),
+      Switch(t0 + 2'000, 1, kTarget + 1, kTarget, kOther, kOther, kSleeping),
+      Bytes(out, LOUPE_REC_SCHED_SWITCH, t0 + 9'000, 1, offsetof(loupe_sched_switch, frames)),
+  };
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  bool placed = false;
+  for (const format::Record& record : records) {
+    const auto* change = std::get_if<format::SchedSwitch>(&record.payload);
+    if (change != nullptr && change->next_tid == kChild) {
+      EXPECT_EQ(record.time_ns, t0 + 6'000);
+      EXPECT_NE(change->prev_state & format::kSwitchInferred, 0u);
+      placed = true;
+    }
+  }
+  EXPECT_TRUE(placed) << "the child's switch-in was not placed";
 }
 
 TEST_F(PipelineReplayTest, EveryLossIsInTheTraceAndInTheStatsExactly) {
