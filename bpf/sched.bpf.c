@@ -281,7 +281,10 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	rec->user_depth = 0;
 	rec->kernel_depth = 0;
 	rec->stack_flags = 0;
-	rec->prev_ran_ns = prev_is_target ? ran_since_arrival(prev) : 0;
+	/* Also when prev is no target any more: a process's last thread leaves
+	 * the target map at its exit, before this, its last switch, which may
+	 * follow a switch-in the kernel did not report. */
+	rec->prev_ran_ns = ran_since_arrival(prev);
 	fill_comm(rec->prev_comm, prev, prev_is_target, rec->prev_tid);
 	fill_comm(rec->next_comm, next, next_is_target, next_tid);
 	/* The tracepoint runs on prev: its stacks say where it went off-CPU. */

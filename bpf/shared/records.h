@@ -91,9 +91,10 @@ struct loupe_sched_switch {
 	__u16 user_depth;   /* stacks of prev at switch-out, when prev is a target */
 	__u16 kernel_depth;
 	__u32 stack_flags;  /* enum loupe_stack_flag */
-	/* When prev is a target: how long it ran since the kernel last put it
-	 * on a CPU, by the kernel's own accounting (0: unknown, or 4.29 s and
-	 * more). Places a switch-in the tracepoint never reported. */
+	/* How long prev ran since the kernel last put it on a CPU, by the
+	 * kernel's own accounting (0: unknown, or 4.29 s and more). Places a
+	 * switch-in the tracepoint never reported, also before a process's
+	 * last switch, when it is no target any more. */
 	__u32 prev_ran_ns;
 	/* Names of the sides that are not targets (the threads that held a CPU
 	 * a target waited for); all zero for a target and for the idle task. */

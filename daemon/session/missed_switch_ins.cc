@@ -7,7 +7,8 @@
 namespace loupe::session {
 namespace {
 
-// Records a thread makes itself, so it was on a CPU at their time.
+// Records a thread makes itself, so it was on a CPU at their time (its
+// exit and its exec are reported from the thread itself too).
 bool RanIt(const format::Record& record) {
   using namespace format;
   return std::visit(
@@ -18,7 +19,7 @@ bool RanIt(const format::Record& record) {
                  [](const UprobeEntry&) { return true; }, [](const UprobeReturn&) { return true; },
                  [](const ClockSync&) { return false; }, [](const ProcessInfo&) { return false; },
                  [](const ThreadInfo&) { return false; }, [](const ProcessFork&) { return false; },
-                 [](const ProcessExec&) { return false; }, [](const ThreadExit&) { return false; },
+                 [](const ProcessExec&) { return true; }, [](const ThreadExit&) { return true; },
                  [](const SchedSwitch&) { return false; }, [](const SchedWakeup&) { return false; },
                  [](const SchedMigrate&) { return false; }, [](const OffCpu&) { return false; },
                  [](const Loss&) { return false; }},

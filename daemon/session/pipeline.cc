@@ -105,14 +105,18 @@ void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
         IsTargetOnArrival(event->prev_tgid)) {
       forked_on_arrival_.insert(fork->child_pid);
     }
-  } else if (const auto* exit = std::get_if<format::ThreadExit>(&event->record.payload);
-             exit != nullptr && exit->group_dead) {
-    forked_on_arrival_.erase(exit->pid);
   } else if (const auto* exec = std::get_if<format::ProcessExec>(&event->record.payload)) {
     probe_decoder_.names().OnExec(exec->pid);
     if (options_.on_exec) options_.on_exec(exec->pid, exec->old_tid);
   }
   const bool missed = missed_.Observe(*event);
+  // A followed child is forgotten after its main thread's last switch (it
+  // comes after its exit, and may still place a switch-in).
+  if (const auto* change = std::get_if<format::SchedSwitch>(&event->record.payload);
+      change != nullptr && (change->prev_state & format::kTaskDead) != 0 &&
+      event->record.tid == event->prev_tgid) {
+    forked_on_arrival_.erase(event->prev_tgid);
+  }
   reorder_.Add();
   // The switch-in the kernel did not report goes in too, where it is still
   // in time order; earlier than what has left, its time stays unaccounted.

@@ -122,7 +122,7 @@ class Pipeline {
   bool IsTargetOnArrival(uint32_t tgid) const {
     return IsTarget(tgid) || forked_on_arrival_.contains(tgid);
   }
-  // Children of targets forked and not yet exited, on arrival (followed only).
+  // Children of targets forked and not yet gone, on arrival (followed only).
   absl::flat_hash_set<uint32_t> forked_on_arrival_;
 
   PipelineOptions options_;

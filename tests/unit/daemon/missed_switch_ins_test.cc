@@ -54,6 +54,19 @@ TEST_F(MissedSwitchInsTest, TheSwitchInIsNeverPlacedAfterWhatTheThreadRanMeanwhi
   EXPECT_EQ(missed_.inferred_time_ns(), 3'496u);
 }
 
+// A thread preempted, switched in unreported, then exiting: its exit record
+// is its own, so the switch-in goes before it, not between it and the
+// thread's last switch (a followed child that lived a few ms).
+TEST_F(MissedSwitchInsTest, TheSwitchInGoesBeforeTheThreadsExit) {
+  EXPECT_FALSE(missed_.Observe(Switch(1'000, kWorker, kTarget, kTokio, kInit, 400)));
+  OwnedEvent exit;
+  exit.record = {.time_ns = 3'000, .tid = kWorker, .payload = format::ThreadExit{.pid = kTarget}};
+  EXPECT_FALSE(missed_.Observe(exit));
+  // It ran 50 ns by its own clock, which would put the switch-in after the exit.
+  ASSERT_TRUE(missed_.Observe(Switch(3'100, kWorker, kTarget, kTokio, kInit, 50, format::kTaskDead)));
+  EXPECT_EQ(missed_.inferred_time_ns(), 2'999u);
+}
+
 TEST_F(MissedSwitchInsTest, NothingIsMadeWhereTheSwitchInWasReportedOrCannotBePlaced) {
   // Reported switch-in between the switch-outs.
   EXPECT_FALSE(missed_.Observe(Switch(1'000, kWorker, kTarget, kTokio, kInit, 400)));

@@ -379,6 +379,43 @@ TEST_F(PipelineReplayTest, AFollowedChildsMissingFirstSwitchInIsPlaced) {
   EXPECT_TRUE(placed) << "the child's switch-in was not placed";
 }
 
+// The child, preempted, ran again unreported and exited: its last switch,
+// after its exit, still places that switch-in (before the exit).
+TEST_F(PipelineReplayTest, AFollowedChildsLastSwitchStillPlacesItsSwitchIn) {
+  follow_children_ = true;
+  const uint64_t t0 = 2'000'000'000;
+  constexpr uint32_t kChild = 4'000'000;
+  loupe_process_fork fork{};
+  fork.parent_tid = fork.parent_tgid = kTarget;
+  fork.child_tid = fork.child_tgid = kChild;
+  loupe_thread_exit exit{};
+  exit.tid = exit.tgid = kChild;
+  exit.group_dead = 1;
+  loupe_sched_switch last{};
+  last.prev_tid = last.prev_tgid = kChild;
+  last.next_tid = last.next_tgid = kOther;
+  last.prev_state = format::kTaskDead;
+  last.prev_ran_ns = 1'000;  // on a CPU since t0 + 4.1 µs
+  std::strncpy(last.next_comm, "other", sizeof last.next_comm);
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {
+      Bytes(fork, LOUPE_REC_PROCESS_FORK, t0 + 1'000, 0),
+      Switch(t0 + 1'500, 0, kOther, kOther, kChild, kChild, 0),
+      Switch(t0 + 2'000, 0, kChild, kChild, kOther, kOther, 0),  // preempted
+      Bytes(exit, LOUPE_REC_THREAD_EXIT, t0 + 5'000, 0),
+      Bytes(last, LOUPE_REC_SCHED_SWITCH, t0 + 5'100, 0, offsetof(loupe_sched_switch, frames)),
+  };
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  std::vector<uint64_t> inferred;
+  for (const format::Record& record : records) {
+    const auto* change = std::get_if<format::SchedSwitch>(&record.payload);
+    if (change != nullptr && (change->prev_state & format::kSwitchInferred) != 0) {
+      inferred.push_back(record.time_ns);
+    }
+  }
+  EXPECT_EQ(inferred, std::vector<uint64_t>{t0 + 4'100});
+}
+
 TEST_F(PipelineReplayTest, EveryLossIsInTheTraceAndInTheStatsExactly) {
   const uint64_t t0 = 3'000'000'000;
   std::vector<RingBatch> batches(3);
