@@ -44,7 +44,7 @@ uint32_t TaskStateOfLetter(char letter) {
   }
 }
 
-std::optional<Asleep> ReadAsleep(uint32_t pid, uint32_t tid) {
+std::optional<Asleep> ReadAsleep(uint32_t pid, uint32_t tid, bool with_kernel_stack) {
   const std::string dir = fmt::format("/proc/{}/task/{}", pid, tid);
   absl::StatusOr<std::string> stat = ReadWholeFile(dir + "/stat");
   if (!stat.ok()) return std::nullopt;
@@ -53,6 +53,7 @@ std::optional<Asleep> ReadAsleep(uint32_t pid, uint32_t tid) {
   if (close == std::string::npos || close + 2 >= stat->size()) return std::nullopt;
   Asleep asleep{.prev_state = TaskStateOfLetter((*stat)[close + 2])};
   if (asleep.prev_state == 0) return std::nullopt;
+  if (!with_kernel_stack) return asleep;
   // "[<0>] function+0x60/0x90" per line, innermost first.
   if (absl::StatusOr<std::string> stack = ReadWholeFile(dir + "/stack"); stack.ok()) {
     std::string_view rest = *stack;

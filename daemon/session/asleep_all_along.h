@@ -22,8 +22,10 @@ struct Asleep {
 };
 
 // The thread's sleep from /proc/PID/task/TID, or nullopt when it runs, is
-// runnable or is gone.
-std::optional<Asleep> ReadAsleep(uint32_t pid, uint32_t tid);
+// runnable or is gone. Its kernel stack only `with_kernel_stack`: kernel
+// addresses are withheld from a caller other than root, as louped's own
+// kernel stacks are (session_options.cc).
+std::optional<Asleep> ReadAsleep(uint32_t pid, uint32_t tid, bool with_kernel_stack);
 
 // The state letter of /proc/.../stat as a task state, 0 for R and unknown letters.
 uint32_t TaskStateOfLetter(char letter);

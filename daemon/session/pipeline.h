@@ -49,7 +49,8 @@ struct PipelineOptions {
   std::function<void(uint32_t pid, uint32_t old_tid)> on_exec;
   // How a target thread sleeps now (ReadAsleep): for those that never
   // switched while traced, when tracing stops. Unset: not asked (a replay).
-  std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)> read_asleep;
+  using ReadAsleep = std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)>;
+  ReadAsleep read_asleep;
 };
 
 // The writer's ledger, read between cycles: what the files hold, as

@@ -149,6 +149,14 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   targets->Refresh();
   if (targets->empty()) return absl::NotFoundError("every target exited before tracing started");
 
+  // Only switches traced tell that a thread never ran; its kernel stack
+  // only where the caller may have kernel stacks at all.
+  PipelineOptions::ReadAsleep read_asleep;
+  if (o.sources.sched) {
+    read_asleep = [kernel = o.sources.offcpu_kernel_stacks](uint32_t pid, uint32_t tid) {
+      return ReadAsleep(pid, tid, kernel);
+    };
+  }
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
       Pipeline::Create({.writer = o.writer,
                         .content_policy = o.content_policy,
@@ -157,8 +165,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                         .reorder_window_ns = o.reorder_window_ns,
                         .max_pending_events = o.max_pending_events,
                         .on_exec = [self](uint32_t pid, uint32_t old_tid) { self->OnExec(pid, old_tid); },
-                        // Only switches traced tell that a thread never ran.
-                        .read_asleep = o.sources.sched ? ReadAsleep : nullptr},
+                        .read_asleep = std::move(read_asleep)},
                        *std::move(targets), session->Header(), &session->plan_.probe_names,
                        session->log_, MonotonicNow());
   if (!pipeline.ok()) return pipeline.status();
