@@ -82,6 +82,11 @@ done
 grep -q "segment_evicted" "$work/verify.out" \
   || fail "no eviction under pressure after 3 sessions: $(cat "$work/verify.out")"
 grep -q "Permission denied" "$work/verify.out" && fail "nobody cannot read its trace: $(cat "$work/verify.out")"
+# No kernel address reaches nobody in any wait's stack.
+(cd "$traces" && N export --format json "${mine[@]}" -o -) > "$work/nobody.jsonl" 2> /dev/null || true
+grep -q '"kind":"off_cpu"' "$work/nobody.jsonl" || fail "nobody's trace has no off_cpu record"
+grep '"kind":"off_cpu"' "$work/nobody.jsonl" | grep -v '"kernel_stack":\[\]' | head -1 | grep . \
+  && fail "a kernel stack in nobody's trace"
 echo "caller authority: nobody's segments are nobody's; root's survive nobody's session"
 
 # A folder nobody cannot write: refused, whether it exists or not.
