@@ -44,7 +44,11 @@ const KernelRule kKernelRules[] = {
      {"kernel_wait4", "kernel_waitid", "sys_wait4", "sys_waitid", "wait_for_vfork_done",
       "kernel_clone"}},
     {WaitClass::kPoll, {"ep_poll", "do_epoll_wait", "do_sys_poll", "do_poll", "do_select",
-                        "core_sys_select"}},
+                        "core_sys_select", "io_cqring_wait"}},
+    // An eventfd is a counter one thread bumps for another to wait on: a
+    // semaphore in all but name.
+    {WaitClass::kCondition, {"eventfd_read"}},
+    {WaitClass::kSignal, {"do_sigtimedwait", "sigsuspend"}},
     {WaitClass::kSleep, {"do_nanosleep", "hrtimer_nanosleep", "clock_nanosleep", "msleep",
                          "do_sys_pause", "sys_pause"}},
     {WaitClass::kPipeSocket,
@@ -80,7 +84,7 @@ WaitClass FutexKind(std::span<const NamedFrame> user) {
 
 constexpr std::array<std::string_view, kWaitClassCount> kNames = {
     "lock", "condition", "futex", "block_io", "pipe_socket", "poll",
-    "sleep", "page_fault", "tracer", "stopped", "child", "other",
+    "sleep", "page_fault", "tracer", "stopped", "child", "signal", "other",
 };
 constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
     "on a lock",
@@ -88,12 +92,13 @@ constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
     "on a futex",
     "on block I/O",
     "on a pipe or socket",
-    "in poll/epoll",
+    "in poll/epoll/io_uring",
     "sleeping",
     "in page faults",
     "inside the tracer's uprobe handling (Loupe's own cost, not the application's)",
     "stopped by a signal (SIGSTOP) or a debugger",
     "waiting for a child process",
+    "waiting for a signal",
     "off CPU",
 };
 
@@ -124,6 +129,9 @@ Classified ClassifyWait(uint32_t prev_state, std::span<const NamedFrame> kernel,
       if (Contains(frame.function, {"nanosleep", "usleep", "sleep"})) return {WaitClass::kSleep, -1};
       if (Contains(frame.function, {"epoll_wait", "poll", "select"})) return {WaitClass::kPoll, -1};
       if (Contains(frame.function, {"waitpid", "wait4", "waitid"})) return {WaitClass::kChild, -1};
+      if (Contains(frame.function, {"sigwait", "sigtimedwait", "sigsuspend"})) {
+        return {WaitClass::kSignal, -1};
+      }
     }
   }
   return {WaitClass::kOther, -1};

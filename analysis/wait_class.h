@@ -14,16 +14,17 @@ namespace loupe::analysis {
 
 enum class WaitClass : uint8_t {
   kLock,        // a futex taken by a lock (mutex, rwlock)
-  kCondition,   // a futex of a condition variable or semaphore
+  kCondition,   // a futex of a condition variable or semaphore; an eventfd (a semaphore too)
   kFutex,       // a futex with no user stack to tell which
   kBlockIo,     // waiting for the block layer
   kPipeSocket,  // reading or writing a pipe, socket or terminal
-  kPoll,        // poll, select, epoll
+  kPoll,        // poll, select, epoll, io_uring completions
   kSleep,       // nanosleep and other timed sleeps
   kPageFault,   // a page fault or memory reclaim
   kTracer,      // inside the kernel's uprobe handling: the tracer's cost, not the application's
   kStopped,     // stopped by a signal (SIGSTOP) or a debugger
   kChild,       // waitpid, wait4, waitid: for a child process to exit or stop
+  kSignal,      // sigwaitinfo, sigtimedwait, sigsuspend
   kOther,
 };
 inline constexpr int kWaitClassCount = static_cast<int>(WaitClass::kOther) + 1;

@@ -126,6 +126,23 @@ TEST(WaitClassTest, WaitingForAChildIsItsOwnClass) {
   EXPECT_EQ(WaitClassName(WaitClass::kChild), "child");
 }
 
+// As this kernel has them: an eventfd read is a semaphore's wait, io_uring's
+// completion wait is a poll, sigwaitinfo waits for a signal.
+TEST(WaitClassTest, EventfdIoUringAndSignalWaitsSayWhatTheyWaitFor) {
+  EXPECT_EQ(Classify({"schedule", "eventfd_read", "vfs_read", "ksys_read"}, {"read", "wait_eventfd"}),
+            WaitClass::kCondition);
+  EXPECT_EQ(Classify({"schedule", "schedule_hrtimeout_range_clock", "io_cqring_wait",
+                      "__do_sys_io_uring_enter"},
+                     {"syscall", "wait_uring"}),
+            WaitClass::kPoll);
+  EXPECT_EQ(Classify({"schedule", "schedule_hrtimeout_range_clock", "do_sigtimedwait.isra.0",
+                      "__x64_sys_rt_sigtimedwait"},
+                     {"sigwaitinfo", "main"}),
+            WaitClass::kSignal);
+  EXPECT_EQ(Classify({}, {"__sigtimedwait", "main"}), WaitClass::kSignal);  // no kernel stack
+  EXPECT_EQ(WaitClassName(WaitClass::kSignal), "signal");
+}
+
 TEST(WaitClassTest, TheTracersOwnUprobeHandlingIsNeverTheApplications) {
   EXPECT_EQ(Classify({"schedule", "rwsem_down_read_slowpath", "uprobe_notify_resume",
                       "exit_to_user_mode_loop"},
