@@ -174,7 +174,8 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
 void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
   // From the trace's start: its first event, or the pipeline's making
   // (the sources attached just before) when the targets slept till late.
-  const uint64_t start_ns = first_time_ns_ != 0 ? std::min(first_time_ns_, created_ns_) : created_ns_;
+  const uint64_t start_ns =
+      first_time_ns_ != 0 ? std::min(first_time_ns_, created_ns_) : created_ns_;
   if (!options_.read_asleep || end_ns <= start_ns) return;
   struct Found {
     uint32_t pid, tid;
@@ -191,8 +192,15 @@ void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
   }
   if (found.empty()) return;
   std::vector<std::vector<std::string>> stacks;
-  for (const Found& thread : found) stacks.push_back(thread.asleep.kernel_frames);
-  const absl::StatusOr<std::string> kallsyms = ReadWholeFile("/proc/kallsyms");
+  bool any_frame = false;
+  for (const Found& thread : found) {
+    stacks.push_back(thread.asleep.kernel_frames);
+    any_frame = any_frame || !thread.asleep.kernel_frames.empty();
+  }
+  // kallsyms (a few MB) only when there are frames to place: none for a
+  // caller who gets no kernel stacks.
+  const absl::StatusOr<std::string> kallsyms =
+      any_frame ? ReadWholeFile("/proc/kallsyms") : absl::StatusOr<std::string>(std::string());
   const std::vector<std::vector<uint64_t>> addresses =
       KernelAddresses(stacks, kallsyms.ok() ? *kallsyms : std::string());
   for (size_t i = 0; i < found.size(); ++i) {
