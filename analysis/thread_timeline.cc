@@ -32,7 +32,18 @@ uint64_t ThreadTimeline::since(uint32_t tid) const {
 
 ThreadTimeline::Track* ThreadTimeline::Traced(uint32_t tid) {
   if (!directory_.Traced(tid)) return nullptr;
-  return &threads_[tid];
+  auto [it, inserted] = threads_.try_emplace(tid);
+  // A tid seen again after its thread's exit is a new thread, not one the
+  // trace's start found.
+  if (inserted && ever_tracked_.insert(tid).second) it->second.from_start = recording_since_ != 0;
+  return &it->second;
+}
+
+bool ThreadTimeline::FromStart(Track& track) {
+  const bool from_start = track.from_start && track.state == ThreadState::kUnknown &&
+                          !track.in_gap && sched_seen_;
+  track.from_start = false;
+  return from_start;
 }
 
 ThreadTimeline::Cpu& ThreadTimeline::CpuOf(uint32_t cpu) {
@@ -61,7 +72,10 @@ void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
                  [&](const UprobeEntry&) { OnOwnRecord(record, 0); },
                  [&](const UprobeReturn&) { OnOwnRecord(record, 0); },
                  // Records about a thread or process, not run by it.
-                 [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
+                 [&](const ClockSync&) {
+                   if (recording_since_ == 0) recording_since_ = record.time_ns;
+                 },
+                 [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
                  [&](const ProcessExec& exec) { OnExec(record, exec); },
                  [](const ProcessFork&) {}, [](const Loss&) {}},
              record.payload);
@@ -113,9 +127,11 @@ void ThreadTimeline::OnOwnRecord(const format::Record& record, uint32_t sample_s
     MissedSwitchIn(record.tid, *track, record.time_ns);
   }
   if (track->state == ThreadState::kUnknown) {
+    // Nothing switched it since the start: it has run since then.
+    const bool from_start = FromStart(*track);
     EndGap(record.tid, *track, record.time_ns);
     track->state = ThreadState::kRunning;
-    track->since = record.time_ns;
+    track->since = from_start ? recording_since_ : record.time_ns;
     track->cpu = record.cpu;
   }
 }
@@ -152,6 +168,11 @@ void ThreadTimeline::OnSwitch(const format::Record& record, const format::SchedS
 
 void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t cpu,
                                uint32_t prev_state) {
+  if (FromStart(track)) {  // on this CPU since the start
+    track.state = ThreadState::kRunning;
+    track.since = recording_since_;
+    track.cpu = cpu;
+  }
   Flush(tid);
   if (track.state == ThreadState::kRunnable || track.state == ThreadState::kBlocked) {
     MissedSwitchIn(tid, track, t);
@@ -176,6 +197,9 @@ void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t 
 }
 
 void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t cpu) {
+  // Queued since the start, with no wakeup in between; who held its CPU
+  // before this switch is not in the trace.
+  if (FromStart(track)) BecomeRunnable(tid, track, recording_since_, cpu, /*throttled=*/false);
   Flush(tid);
   // Switched in while it runs: its switch-out is not in the trace, and
   // when it stopped running is not known.
@@ -246,6 +270,15 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   if (woken == nullptr) return;
   const uint64_t t = record.time_ns;
   Wake wake{.seen = true, .tid = record.tid, .context = wakeup.context};
+  if (wakeup.is_new) woken->from_start = false;  // it did not exist then
+  if (FromStart(*woken)) {
+    // Asleep since the start: why is not known (its switch-out came before).
+    woken->state = ThreadState::kBlocked;
+    woken->since = woken->blocked_since = recording_since_;
+    woken->prev_state = 0;
+    woken->wake = {};
+    woken->cpu = wakeup.target_cpu;
+  }
   if (wakeup.is_new || woken->state == ThreadState::kUnknown) {
     EndGap(wakeup.woken_tid, *woken, t);
     woken->was_blocked = false;
@@ -291,6 +324,7 @@ void ThreadTimeline::OnOffCpu(const format::Record& record, uint32_t stack) {
       record.time_ns >= off.duration_ns) {
     // Never switched while traced: louped's account, when tracing stopped,
     // of a sleep all along (asleep_all_along.h), with its kernel stack.
+    track.from_start = false;
     track.state = ThreadState::kBlocked;
     track.since = track.blocked_since = track.switched_out_ns = record.time_ns - off.duration_ns;
     track.prev_state = off.prev_state;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "analysis/thread_directory.h"
 #include "daemon/format/record.h"
@@ -126,6 +127,9 @@ class ThreadTimeline {
     uint64_t switched_out_ns = 0;
     uint32_t unended_stack = 0;
     StateInterval pending_blocked, pending_runnable;
+    // It existed when recording began and has no record yet: its first
+    // one tells its state since the trace's start (FromStart).
+    bool from_start = false;
     RecentLog recent_samples{}, recent_waits{};
     uint8_t next_sample = 0, next_wait = 0;
   };
@@ -136,6 +140,10 @@ class ThreadTimeline {
   };
 
   Track* Traced(uint32_t tid);
+  // Whether the thread's first record is this one and it existed when
+  // recording began (the trace opens with a clock_sync record): then the
+  // caller knows its state from the start to now. Asked once.
+  bool FromStart(Track& track);
   Cpu& CpuOf(uint32_t cpu);
   void OnSwitch(const format::Record& record, const format::SchedSwitch& change);
   void OnWakeup(const format::Record& record, const format::SchedWakeup& wakeup);
@@ -186,6 +194,9 @@ class ThreadTimeline {
   std::deque<uint32_t> departed_order_;
   std::vector<Cpu> cpus_;
   bool sched_seen_ = false;
+  // When recording began, from the trace's opening clock_sync record; 0 unknown.
+  uint64_t recording_since_ = 0;
+  absl::flat_hash_set<uint32_t> ever_tracked_;  // a tid's first record comes once
 };
 
 }  // namespace loupe::analysis

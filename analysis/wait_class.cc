@@ -84,7 +84,7 @@ WaitClass FutexKind(std::span<const NamedFrame> user) {
 
 constexpr std::array<std::string_view, kWaitClassCount> kNames = {
     "lock", "condition", "futex", "block_io", "pipe_socket", "poll",
-    "sleep", "page_fault", "tracer", "stopped", "child", "signal", "other",
+    "sleep", "page_fault", "tracer", "stopped", "child", "signal", "asleep_at_start", "other",
 };
 constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
     "on a lock",
@@ -99,6 +99,7 @@ constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
     "stopped by a signal (SIGSTOP) or a debugger",
     "waiting for a child process",
     "waiting for a signal",
+    "asleep since before the trace began (the switch-out that tells why is not in it)",
     "off CPU",
 };
 
@@ -113,6 +114,9 @@ Classified ClassifyWait(uint32_t prev_state, std::span<const NamedFrame> kernel,
   // a stopped thread is stopped, whatever it was doing.
   if ((format::TaskState(prev_state) & (format::kTaskStopped | format::kTaskTraced)) != 0) {
     return {WaitClass::kStopped, -1};
+  }
+  if (format::TaskState(prev_state) == 0 && kernel.empty() && user.empty()) {
+    return {WaitClass::kAsleepAtStart, -1};
   }
   for (const KernelRule& rule : kKernelRules) {
     for (size_t i = 0; i < kernel.size(); ++i) {

@@ -25,6 +25,9 @@ enum class WaitClass : uint8_t {
   kStopped,     // stopped by a signal (SIGSTOP) or a debugger
   kChild,       // waitpid, wait4, waitid: for a child process to exit or stop
   kSignal,      // sigwaitinfo, sigtimedwait, sigsuspend
+  // Asleep when recording began: the switch-out that would tell why came
+  // before the trace (its state is then 0, which no traced sleep has).
+  kAsleepAtStart,
   kOther,
 };
 inline constexpr int kWaitClassCount = static_cast<int>(WaitClass::kOther) + 1;

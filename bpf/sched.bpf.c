@@ -20,9 +20,11 @@ const volatile bool cfg_offcpu_kernel_stacks = true;
  * does not wait for kallsyms (read in 50-75 ms beside it). */
 volatile __u64 cfg_schedule_start = 0;
 volatile __u64 cfg_schedule_end = 0;
-/* Cleared by louped when tracing stops, before the programs are detached:
- * detached one by one, they would stop at different moments (wakeups
- * recorded after the last switch read as a thread woken while it ran). */
+/* Set by louped once every program is attached, cleared when tracing stops
+ * before they are detached: attached or detached one by one, they would
+ * start and stop at different moments (wakeups recorded after the last
+ * switch read as a thread woken while it ran), and the trace could not say
+ * from when on every switch is in it. */
 volatile bool recording = true;
 
 struct task_struct___pre_5_14 {

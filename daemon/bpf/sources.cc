@@ -310,7 +310,12 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   if (!ring.ok()) return ring.status();
   sources->ring_ = *std::move(ring);
 
+  loupe_sched* sched = sources->objects_->sched->get();
+  sched->data->recording = false;
   if (absl::Status status = sources->objects_->sched->Attach(); !status.ok()) return status;
+  // Read before the flag is set: every record's time is later.
+  sources->recording_since_ns_ = MonotonicNs();
+  sched->data->recording = true;
   if (options.cpu) {
     if (absl::Status status = sources->OpenSampling(options); !status.ok()) return status;
   }

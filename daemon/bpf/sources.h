@@ -81,6 +81,9 @@ class Sources {
   size_t probe_sites() const;  // uprobes attached
   // The probes' links are for every process (targets filtered in BPF), not per pid.
   bool probes_system_wide() const { return probes_system_wide_; }
+  // When the scheduler programs began recording, all at once (CLOCK_MONOTONIC):
+  // from then on every switch of a target is in the ring.
+  uint64_t recording_since_ns() const { return recording_since_ns_; }
   // Stops new events; what is in the ring can still be drained.
   void Detach();
 
@@ -100,6 +103,7 @@ class Sources {
   UnwindMaps unwind_;
   bool unwind_tables_ = false;
   bool probes_system_wide_ = false;
+  uint64_t recording_since_ns_ = 0;
   std::vector<std::string> warnings_;
   std::map<std::string, std::string> features_;
 };

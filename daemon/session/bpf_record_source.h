@@ -25,6 +25,7 @@ class BpfRecordSource final : public RecordSource {
   std::vector<std::string> TakeLateWarnings() override { return sources_->TakeLateWarnings(); }
   size_t probe_sites() const override { return sources_->probe_sites(); }
   bool probes_system_wide() const override { return sources_->probes_system_wide(); }
+  uint64_t recording_since_ns() const override { return sources_->recording_since_ns(); }
 
  private:
   explicit BpfRecordSource(std::unique_ptr<bpf::Sources> sources) : sources_(std::move(sources)) {}

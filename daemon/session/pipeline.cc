@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
   std::unique_ptr<Pipeline> pipeline(
       new Pipeline(std::move(options), std::move(targets), probe_names, std::move(log)));
   pipeline->created_ns_ = now_ns;
+  pipeline->clock_ = header.clock();
   Pipeline* self = pipeline.get();
   Targets& targets_of = pipeline->targets_;
   targets_of.set_follow_children(pipeline->options_.follow_children);
@@ -79,6 +80,11 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
       pipeline->options_.writer, std::move(header), preamble, std::move(symbol_hook));
   if (!writer.ok()) return writer.status();
   pipeline->writer_ = *std::move(writer);
+  if (const uint64_t since = pipeline->options_.recording_since_ns; since != 0) {
+    // Into the reorder buffer: every record drained later is stamped later.
+    pipeline->FillClockSync(since, &pipeline->reorder_.Next());
+    pipeline->reorder_.Add();
+  }
   return pipeline;
 }
 
@@ -148,6 +154,11 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
       Write(interval_);
     }
     WriteAsleepAllAlong(end_ns);
+    if (options_.recording_since_ns != 0) {
+      OwnedEvent stop;
+      FillClockSync(end_ns, &stop);
+      Write(stop);
+    }
   } else {
     reorder_.Release(drained_at_ns, sink);
   }
@@ -214,6 +225,15 @@ void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
     operations_.Observe(event.record);
     Write(event);
   }
+}
+
+void Pipeline::FillClockSync(uint64_t time_ns, OwnedEvent* event) const {
+  event->Clear();
+  const auto since_anchor =
+      static_cast<int64_t>(time_ns) - static_cast<int64_t>(clock_.monotonic_ns());
+  event->record = {.time_ns = time_ns,
+                   .payload = format::ClockSync{static_cast<uint64_t>(
+                       static_cast<int64_t>(clock_.realtime_ns()) + since_anchor)}};
 }
 
 void Pipeline::WarnLosses(uint64_t now_ns, bool final) {

@@ -51,6 +51,12 @@ struct PipelineOptions {
   // switched while traced, when tracing stops. Unset: not asked (a replay).
   using ReadAsleep = std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)>;
   ReadAsleep read_asleep;
+  // When the sources began recording (RecordSource::recording_since_ns), 0
+  // unknown. The trace then opens and closes with a clock_sync record at
+  // its start and stop, which bound the time it holds: a thread's state
+  // from the start to its first switch is known, and a quiet target's
+  // trace still lasts as long as it was traced.
+  uint64_t recording_since_ns = 0;
 };
 
 // The writer's ledger, read between cycles: what the files hold, as
@@ -104,6 +110,8 @@ class Pipeline {
   // target thread that never switched and sleeps now.
   void WriteAsleepAllAlong(uint64_t end_ns);
   void WriteLoss(const format::Loss& loss, uint64_t time_ns);
+  // Makes `event` a clock_sync record at `time_ns`: the trace's first event or its last.
+  void FillClockSync(uint64_t time_ns, OwnedEvent* event) const;
   // One warning line a second at most for the events lost meanwhile (a
   // full ring loses some at every drain: a line each flooded the log).
   void WarnLosses(uint64_t now_ns, bool final);
@@ -142,6 +150,7 @@ class Pipeline {
   LossLedger losses_;
   std::unique_ptr<StackSymbols> stacks_;  // null when not symbolizing
   std::unique_ptr<format::SegmentWriter> writer_;
+  v1::ClockAnchor clock_;  // the header's
   uint64_t created_ns_ = 0;
   uint64_t first_time_ns_ = 0;  // of the first event written, 0 none
   uint64_t last_time_ns_ = 0;

@@ -37,6 +37,8 @@ class RecordSource {
   virtual size_t probe_sites() const = 0;
   // The probes' links are for every process, not per target pid.
   virtual bool probes_system_wide() const { return false; }
+  // When recording began (CLOCK_MONOTONIC; every record is later), 0 unknown.
+  virtual uint64_t recording_since_ns() const { return 0; }
 };
 
 }  // namespace loupe::session

@@ -166,7 +166,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                         .max_pending_events = o.max_pending_events,
                         .on_exec = [self](uint32_t pid,
                                           uint32_t old_tid) { self->OnExec(pid, old_tid); },
-                        .read_asleep = std::move(read_asleep)},
+                        .read_asleep = std::move(read_asleep),
+                        .recording_since_ns = session->source_->recording_since_ns()},
                        *std::move(targets), session->Header(), &session->plan_.probe_names,
                        session->log_, MonotonicNow());
   if (!pipeline.ok()) return pipeline.status();

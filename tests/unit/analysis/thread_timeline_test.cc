@@ -383,6 +383,83 @@ TEST_F(TimelineTest, AThreadAsleepAllAlongIsBlockedFromTheStart) {
   EXPECT_FALSE(b[0].woken);
 }
 
+// The trace opens with louped's clock_sync at the moment recording began:
+// a thread's first record then tells its state since that moment — on the
+// CPU until its first switch-out, queued until a switch-in with no wakeup
+// before it, asleep (why untold) until its first wakeup.
+TEST_F(TimelineTest, AThreadsFirstRecordTellsItsStateSinceRecordingBegan) {
+  constexpr uint32_t kC = 103, kD = 104;
+  Feed({.tid = kC, .payload = format::ThreadInfo{.pid = kPid, .name = "c"}});
+  Feed({.tid = kD, .payload = format::ThreadInfo{.pid = kPid, .name = "d"}});
+  Feed({.time_ns = 1'000, .payload = format::ClockSync{}});
+  Switch(3'000, 0, kA, kB, 0);  // a ran since the start; b waited for the CPU
+  Wake(4'000, kB, kC, 1);       // c slept since the start
+  Switch(4'500, 1, 0, kC, 0);
+  Feed({.time_ns = 5'000, .tid = kD, .cpu = 1, .payload = format::CpuSample{}});  // d ran
+  Switch(6'000, 1, kD, 0, 1);
+  timeline_.Flush(kB);
+  timeline_.Flush(kC);
+  const std::vector<Seen> a = Of(kA), b = Of(kB), c = Of(kC), d = Of(kD);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].state, ThreadState::kRunning);
+  EXPECT_EQ(a[0].begin, 1'000u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].state, ThreadState::kRunnable);
+  EXPECT_EQ(b[0].begin, 1'000u);
+  EXPECT_EQ(b[0].end, 3'000u);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].state, ThreadState::kBlocked);
+  EXPECT_EQ(c[0].begin, 1'000u);
+  EXPECT_EQ(c[0].end, 4'000u);
+  EXPECT_TRUE(c[0].woken);
+  EXPECT_EQ(c[0].wake_tid, kB);
+  EXPECT_EQ(c[0].stack, 0u);  // its switch-out came before the trace
+  EXPECT_EQ(c[1].state, ThreadState::kRunnable);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].state, ThreadState::kRunning);
+  EXPECT_EQ(d[0].begin, 1'000u);
+  EXPECT_EQ(d[0].end, 6'000u);
+}
+
+// Without that record (older traces, replays) the time before a thread's
+// first record is in no state, as before; a thread born in the trace, or
+// a tid reused after an exit, never had a state at the start.
+TEST_F(TimelineTest, OnlyThreadsThatExistedWhenRecordingBeganGetTheirStartPlaced) {
+  Switch(3'000, 0, kA, 0, 0);
+  EXPECT_TRUE(Of(kA).empty());
+
+  ThreadDirectory directory;
+  std::vector<StateInterval> seen;
+  ThreadTimeline timeline(directory, [&](const StateInterval& interval) { seen.push_back(interval); });
+  auto feed = [&](const Record& record) {
+    directory.Observe(record);
+    timeline.Add(record, 0);
+  };
+  feed({.tid = kPid, .payload = format::ProcessInfo{.name = "svc"}});
+  feed({.tid = kA, .payload = format::ThreadInfo{.pid = kPid, .name = "a"}});
+  feed({.time_ns = 1'000, .payload = format::ClockSync{}});
+  feed({.time_ns = 2'000, .tid = kB, .payload = format::ThreadInfo{.pid = kPid, .name = "b"}});
+  feed({.time_ns = 2'000, .tid = kA, .cpu = 0,
+        .payload = SchedWakeup{.woken_tid = kB, .target_cpu = 0, .is_new = true}});
+  feed({.time_ns = 2'500, .tid = kA, .cpu = 0, .payload = SchedSwitch{kB, 0}});
+  timeline.Flush(kB);
+  feed({.time_ns = 3'000, .tid = kB, .cpu = 0, .payload = format::ThreadExit{}});
+  feed({.time_ns = 3'000, .tid = kB, .cpu = 0, .payload = SchedSwitch{kA, format::kTaskDead}});
+  feed({.time_ns = 4'000, .tid = kB, .cpu = 0, .payload = format::CpuSample{}});  // kB again
+  timeline.Finish(5'000);
+  std::vector<StateInterval> b;
+  for (const StateInterval& interval : seen) {
+    if (interval.tid == kB) b.push_back(interval);
+  }
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].state, ThreadState::kRunnable);
+  EXPECT_EQ(b[0].begin_ns, 2'000u);  // from its birth, not from the start
+  EXPECT_EQ(b[1].state, ThreadState::kRunning);
+  EXPECT_EQ(b[1].end_ns, 3'000u);
+  EXPECT_EQ(b[2].state, ThreadState::kRunning);
+  EXPECT_EQ(b[2].begin_ns, 4'000u);  // the new thread's first record, not the start
+}
+
 // b held a's CPU: what b ran during the wait names it, not what it ran
 // just before (a phase that had ended).
 TEST_F(TimelineTest, AHoldersSamplesInTheWaitSayWhatItHeldTheCpuFor) {

@@ -86,6 +86,16 @@ TEST(WaitClassTest, AStoppedThreadIsStopped) {
   EXPECT_EQ(WaitClassName(WaitClass::kStopped), "stopped");
 }
 
+// A wait that began before recording did has neither its switch-out's
+// state nor its stacks; a traced one without stacks (--offcpu-stacks none)
+// still has its state, and is "other".
+TEST(WaitClassTest, AWaitBegunBeforeTheTraceSaysSoRatherThanOther) {
+  EXPECT_EQ(Classify({}, {}, 0), WaitClass::kAsleepAtStart);
+  EXPECT_EQ(WaitClassName(WaitClass::kAsleepAtStart), "asleep_at_start");
+  EXPECT_EQ(Classify({}, {}, 1), WaitClass::kOther);
+  EXPECT_EQ(Classify({}, {}, 2), WaitClass::kOther);
+}
+
 TEST(WaitClassTest, KernelFramesTellIoSleepPollAndFaults) {
   EXPECT_EQ(Classify({"schedule", "pipe_read", "vfs_read"}, {"read"}), WaitClass::kPipeSocket);
   EXPECT_EQ(Classify({"schedule", "unix_stream_read_generic"}, {}), WaitClass::kPipeSocket);

@@ -116,6 +116,7 @@ class PipelineReplayTest : public ::testing::Test {
     options.reorder_window_ns = 50'000'000;
     options.read_asleep = read_asleep_;
     options.follow_children = follow_children_;
+    options.recording_since_ns = recording_since_ns_;
     absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
         Pipeline::Create(options, Targets({{kTarget, TargetProcess()}}), v1::SegmentHeader(),
                          &probe_names_, log_, first_drain_ns);
@@ -185,6 +186,7 @@ class PipelineReplayTest : public ::testing::Test {
   std::function<void(size_t)> before_drain_;
   std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)> read_asleep_;
   bool follow_children_ = false;
+  uint64_t recording_since_ns_ = 0;
 };
 
 TEST_F(PipelineReplayTest, EventsFromTwoCpusComeOutInTimeOrderAcrossDrains) {
@@ -336,6 +338,29 @@ TEST_F(PipelineReplayTest, AThreadAsleepAllAlongHasItsWaitInTheTrace) {
   EXPECT_EQ(off.prev_state, kSleeping);
   EXPECT_EQ(waits[0].time_ns - off.duration_ns, t0) << "from the trace's first event";
   EXPECT_TRUE(off.kernel_stack.empty()) << "a function kallsyms does not have is left out";
+}
+
+// A live session knows when recording began: the trace opens there with a
+// clock_sync record and closes with one where tracing stopped, so a wait
+// all along starts at the start, not at the first event seen.
+TEST_F(PipelineReplayTest, ATraceOpensWhenRecordingBeganAndClosesWhenItStopped) {
+  const uint64_t t0 = 2'000'000'000;
+  recording_since_ns_ = t0 - 5'000'000;
+  read_asleep_ = [](uint32_t, uint32_t) -> std::optional<Asleep> {
+    return Asleep{.prev_state = kSleeping};
+  };
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {Switch(t0, 0, kOther, kOther, kTarget, kTarget, 0)};
+  const uint64_t final_drain = t0 + 100'000'000;
+  const std::vector<format::Record> records = Replay(std::move(batches), t0, 100'000'000);
+  ASSERT_GE(records.size(), 3u);
+  ASSERT_TRUE(std::holds_alternative<format::ClockSync>(records.front().payload));
+  EXPECT_EQ(records.front().time_ns, recording_since_ns_);
+  ASSERT_TRUE(std::holds_alternative<format::ClockSync>(records.back().payload));
+  EXPECT_EQ(records.back().time_ns, final_drain);
+  const std::vector<format::OffCpu> waits = OfKind<format::OffCpu>(records);
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].duration_ns, final_drain - recording_since_ns_);
 }
 
 // A followed child is a target from its fork on, though Targets learns of
