@@ -273,6 +273,11 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	rec = scratch_space();
 	if (!rec)
 		return 0;
+	/* Stamped before the stacks are walked (~3 us): the kernel charges that
+	 * walk to next, whose run began before this tracepoint, so a later
+	 * stamp would make prev's on-CPU time that much longer than its own
+	 * clock says at every switch-out. The size is known after the walk. */
+	fill_header(&rec->hdr, LOUPE_REC_SCHED_SWITCH, 0);
 	rec->prev_tid = BPF_CORE_READ(prev, pid);
 	rec->prev_tgid = prev_tgid;
 	rec->next_tid = next_tid;
@@ -297,7 +302,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 			       cfg_schedule_start, cfg_schedule_end);
 	size = __builtin_offsetof(struct loupe_sched_switch, frames) +
 	       ((__u64)rec->user_depth + rec->kernel_depth) * sizeof(__u64);
-	fill_header(&rec->hdr, LOUPE_REC_SCHED_SWITCH, size);
+	rec->hdr.size = size;
 	submit(rec, size, sizeof(*rec), LOUPE_CNT_RING_FULL_SCHED);
 	return 0;
 }
