@@ -24,6 +24,13 @@ constexpr size_t kRows = 5;  // evidence rows per breakdown
 constexpr uint64_t kEvidenceEvery = 256;
 constexpr size_t kEvidenceMargin = 64;
 
+// The function a sample is counted under: its innermost frame, or the
+// tracer when it was taken inside the kernel's uprobe handling (a BPF
+// helper reserving ring space is Loupe's cost, not the request's).
+std::string SampledFunction(const std::vector<NamedFrame>& frames) {
+  return InUprobeHandling(frames) ? std::string(kUprobeHandling) : frames.front().function;
+}
+
 template <typename Map>
 auto Largest(const Map& map, size_t n) {
   std::vector<std::pair<typename Map::key_type, uint64_t>> rows(map.begin(), map.end());
@@ -438,7 +445,7 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
   std::map<std::string, uint64_t> functions;
   a.samples.ForEach([&](uint32_t stack, uint64_t n) {
     const std::vector<NamedFrame> frames = stacks_.StackFrames(stack);
-    if (!frames.empty()) functions[frames.front().function] += n;
+    if (!frames.empty()) functions[SampledFunction(frames)] += n;
   });
   b.functions = Largest(functions, kRows);
   // tid -> the stack (WakerDoingKey) it spent most of the time in, per kind.
@@ -722,8 +729,10 @@ std::vector<ReportModel::FunctionCost> ReportModel::TopFunctions(size_t n) const
   for (const auto& [id, samples] : samples_by_stack_) {
     const std::vector<NamedFrame> frames = stacks_.StackFrames(id);
     if (frames.empty()) continue;
-    costs[frames.front().function].self += samples;
-    std::set<std::string> seen;
+    const std::string self = SampledFunction(frames);
+    costs[self].self += samples;
+    std::set<std::string> seen{self};
+    costs[self].total += samples;
     for (const NamedFrame& frame : frames) {
       if (seen.insert(frame.function).second) costs[frame.function].total += samples;
     }

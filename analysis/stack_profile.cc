@@ -11,13 +11,43 @@
 namespace loupe::analysis {
 
 bool IsSystemPath(std::string_view path) {
-  return path.starts_with("/lib/") || path.starts_with("/usr/lib/") ||
-         path.starts_with("/lib64/") || path.starts_with("/usr/lib64/") ||
-         path.find("/ld-linux") != std::string_view::npos ||
-         // Code the kernel maps into every process: the vDSO's clock reads,
-         // the uprobes' single-step and return trampolines.
-         path.starts_with("[vdso") || path.starts_with("[vsyscall") ||
-         path.starts_with("[uprobes");
+  // Code the kernel maps into every process: the vDSO's clock reads, the
+  // uprobes' single-step and return trampolines.
+  if (path.starts_with("[vdso") || path.starts_with("[vsyscall") ||
+      path.starts_with("[uprobes")) {
+    return true;
+  }
+  if (path.find("/ld-linux") != std::string_view::npos) return true;
+  // A shared library in a system library directory (or its multiarch
+  // one): libc, libstdc++, libssl. Programs live under /usr/lib too
+  // (/usr/lib/postgresql/15/bin/postgres), as do an application's own
+  // plugins deeper down: those are the application's code.
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return false;
+  const std::string_view dir = path.substr(0, slash), file = path.substr(slash + 1);
+  if (file.find(".so") == std::string_view::npos) return false;
+  for (std::string_view lib : {"/lib", "/lib64", "/usr/lib", "/usr/lib64"}) {
+    if (dir == lib) return true;
+    if (dir.starts_with(lib) && dir[lib.size()] == '/') {
+      const std::string_view sub = dir.substr(lib.size() + 1);
+      if (sub.find('/') == std::string_view::npos && sub.find("-linux-") != std::string_view::npos) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool InUprobeHandling(std::span<const NamedFrame> frames) {
+  for (const NamedFrame& frame : frames) {
+    const std::string& f = frame.function;
+    if (frame.kernel && (f.find("uprobe") != std::string::npos || f.find("uretprobe") != std::string::npos ||
+                         f.find("handle_swbp") != std::string::npos ||
+                         f.starts_with("hprobe_"))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool IsTracerFrame(const NamedFrame& frame) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +90,12 @@ class StackProfile {
 // A system library's or the kernel's code mapped into every process (libc,
 // the loader, the vDSO), not the application's own.
 bool IsSystemPath(std::string_view path);
+
+// Whether a stack (StackFrames) was taken inside the kernel's handling of a
+// uprobe: a sample there is the tracer's cost, whatever function it interrupted.
+bool InUprobeHandling(std::span<const NamedFrame> frames);
+// How such samples are named where functions are counted.
+inline constexpr std::string_view kUprobeHandling = "[uprobe handling: Loupe's own cost]";
 
 // Frames of the tracer itself (the BPF program taking the stack, the
 // tracepoint that called it): they say nothing about the traced thread.

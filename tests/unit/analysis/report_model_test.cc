@@ -300,10 +300,10 @@ TEST(ReportModelTest, TheSentencesWakerEndedTheDominantWait) {
     uint32_t waker;
     format::WakerContext context;
   };
-  // Sleep 60 µs (40 ended by a timer, 20 by the janitor), a lock 30 µs
+  // Sleep 60 µs (20 ended by the janitor, 40 by a timer), a lock 30 µs
   // (the janitor): the janitor ended more in all, the timer more sleep.
-  const Wait waits[] = {{sleep_kernel, 40'000, kHolder, format::WakerContext::kTimer},
-                        {sleep_kernel, 20'000, kHolder, format::WakerContext::kTask},
+  const Wait waits[] = {{sleep_kernel, 20'000, kHolder, format::WakerContext::kTask},
+                        {sleep_kernel, 40'000, kHolder, format::WakerContext::kTimer},
                         {kBlockedKernel, 30'000, kHolder, format::WakerContext::kTask}};
   uint64_t t = 1'000;
   for (const Wait& wait : waits) {
@@ -331,6 +331,107 @@ TEST(ReportModelTest, TheSentencesWakerEndedTheDominantWait) {
   EXPECT_NE(request->slow.sentence.find("sleeping"), std::string::npos) << request->slow.sentence;
   EXPECT_NE(request->slow.sentence.find("woken by a timer"), std::string::npos)
       << request->slow.sentence;
+}
+
+// PostgreSQL waits for a row lock in a sleep its deadlock check's timer
+// ends after deadlock_timeout (1 s), checks, and sleeps again until the
+// holder commits. The holder ended the wait; the timer only timed out a
+// part of it. Work between the two (over a millisecond on the CPU) would
+// make them two waits, the first the timer's.
+TEST(ReportModelTest, ATimeoutThatSleepsAgainAtOnceDidNotEndTheWait) {
+  for (const uint64_t recheck_ns : {uint64_t{10'000}, uint64_t{2'000'000}}) {
+    ReportModel model({});
+    Preamble(model, 1'000);
+    model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+    model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "query"}});
+    uint64_t t = 2'000;
+    const std::pair<uint64_t, format::WakerContext> waits[] = {
+        {1'000'000'000, format::WakerContext::kTimer}, {45'000'000, format::WakerContext::kTask}};
+    for (const auto& [ns, context] : waits) {
+      model.Add({.time_ns = t, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+      model.Add({.time_ns = t + ns, .tid = kHolder, .cpu = 1,
+                 .payload = format::SchedWakeup{.woken_tid = kHandler, .context = context}});
+      model.Add({.time_ns = t + ns, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+      model.Add({.time_ns = t + ns, .tid = kHandler, .cpu = 0,
+                 .payload = format::OffCpu{.duration_ns = ns, .prev_state = 1,
+                                           .user_stack = kBlockedUser,
+                                           .kernel_stack = kBlockedKernel, .operation_id = 3}});
+      t += ns + recheck_ns;
+    }
+    model.Add({.time_ns = t, .tid = kHandler, .payload = format::OperationEnd{3}});
+    model.AddSymbols(Symbols());
+    model.Finish();
+    const KindReport* query = KindNamed(model, "query");
+    ASSERT_NE(query, nullptr);
+    ASSERT_FALSE(query->slow.wakers.empty());
+    const auto& first = query->slow.wakers[0];
+    if (recheck_ns < 1'000'000) {
+      EXPECT_EQ(first.who.thread, "janitor") << query->slow.sentence;
+      EXPECT_EQ(first.ns, 1'045'000'000u);
+      EXPECT_EQ(query->slow.sentence.find("timer"), std::string::npos) << query->slow.sentence;
+    } else {
+      EXPECT_NE(first.who.thread, "janitor") << "a wait the timer ended, then work, then another";
+      EXPECT_EQ(first.ns, 1'000'000'000u);
+    }
+  }
+}
+
+// Programs under /usr/lib are the application's (PostgreSQL's server is
+// /usr/lib/postgresql/15/bin/postgres); only shared libraries in the
+// system's library directories are the system's.
+TEST(ReportModelTest, OnlySharedLibrariesInSystemDirectoriesAreSystemCode) {
+  EXPECT_TRUE(IsSystemPath("/usr/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_TRUE(IsSystemPath("/lib/x86_64-linux-gnu/libpthread.so.0"));
+  EXPECT_TRUE(IsSystemPath("/usr/lib64/libstdc++.so.6.0.30"));
+  EXPECT_TRUE(IsSystemPath("/lib64/ld-linux-x86-64.so.2"));
+  EXPECT_TRUE(IsSystemPath("[vdso]"));
+  EXPECT_FALSE(IsSystemPath("/usr/lib/postgresql/15/bin/postgres"));
+  EXPECT_FALSE(IsSystemPath("/usr/lib/postgresql/15/lib/plpgsql.so"));
+  EXPECT_FALSE(IsSystemPath("/usr/lib/jvm/java-17/bin/java"));
+  EXPECT_FALSE(IsSystemPath("/usr/bin/redis-server"));
+  EXPECT_FALSE(IsSystemPath("/srv/app/libplugin.so"));
+}
+
+// A sample taken inside the kernel's uprobe handling (a BPF helper
+// reserving ring space, the handler itself) is the tracer's cost: counted
+// under its own name, never as the request's hot function.
+TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
+  constexpr uint64_t kReserve = 0xffffffff81000100, kDispatch = 0xffffffff81000200,
+                     kSwbp = 0xffffffff81000300;
+  const uint64_t tracer_kernel[] = {kReserve, kDispatch, kSwbp};
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "request"}});
+  for (uint64_t t = 2'000; t < 5'000; t += 1'000) {
+    model.Add({.time_ns = t, .tid = kHandler, .cpu = 0,
+               .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = tracer_kernel}});
+  }
+  model.Add({.time_ns = 9'000, .tid = kHandler, .cpu = 0,
+             .payload = format::CpuSample{.user_stack = kHolderUser}});
+  model.Add({.time_ns = 10'000, .tid = kHandler, .payload = format::OperationEnd{3}});
+  v1::SymbolTable symbols = Symbols();
+  for (const auto& [address, name] : {std::pair{kReserve, "__bpf_ringbuf_reserve"},
+                                      std::pair{kDispatch, "uprobe_dispatcher"},
+                                      std::pair{kSwbp, "handle_swbp"}}) {
+    auto* entry = symbols.add_addresses();
+    entry->set_address(address);
+    entry->add_frames()->set_function(name);
+  }
+  model.AddSymbols(symbols);
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  ASSERT_FALSE(request->slow.functions.empty());
+  EXPECT_EQ(request->slow.functions[0].first, kUprobeHandling);
+  EXPECT_EQ(request->slow.functions[0].second, 3u);
+  for (const auto& [function, samples] : request->slow.functions) {
+    EXPECT_NE(function, "__bpf_ringbuf_reserve");
+  }
+  const auto top = model.TopFunctions(5);
+  ASSERT_FALSE(top.empty());
+  EXPECT_EQ(top[0].name, kUprobeHandling);
+  EXPECT_EQ(top[0].self, 3u);
 }
 
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
