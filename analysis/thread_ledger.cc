@@ -8,6 +8,7 @@ void ThreadLedger::Close() {
   if (depth_ == 0) {
     blocked_.clear();
     evidence_.clear();
+    timeout_run_from_ = SIZE_MAX;
   }
 }
 
@@ -32,6 +33,7 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
     case ThreadState::kRunning:
       on_cpu_ns_ += ns;
       totals.on_cpu_ns += window_ns;
+      ran_since_wait_ns_ += ns;
       return;
     case ThreadState::kBlocked:
       blocked_ns_ += ns;
@@ -40,14 +42,16 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
         totals.blocked.Add(EvidenceKey(interval.stack, interval.prev_state), window_ns);
       }
       if (depth_ > 0) {
-        blocked_.push_back({EvidenceKey(interval.stack, interval.prev_state),
-                            WakerKey(interval.wake.tid, interval.wake.context), ns,
-                            interval.wake.doing_stack == 0
-                                ? 0
-                                : WakerDoingKey(interval.wake.tid, interval.wake.doing_stack,
-                                                interval.wake.doing_off_cpu),
-                            interval.wake.seen});
+        const Blocked wait{EvidenceKey(interval.stack, interval.prev_state),
+                           WakerKey(interval.wake.tid, interval.wake.context), ns,
+                           interval.wake.doing_stack == 0
+                               ? 0
+                               : WakerDoingKey(interval.wake.tid, interval.wake.doing_stack,
+                                               interval.wake.doing_off_cpu),
+                           interval.wake.seen};
+        AddWait(wait);
       }
+      ran_since_wait_ns_ = 0;
       return;
     case ThreadState::kRunnable:
       runq_ns_ += ns;
@@ -71,6 +75,31 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
       totals.unplaced_ns += window_ns;
       return;
   }
+}
+
+void ThreadLedger::AddWait(const Blocked& wait) {
+  // A timer woke the thread, which went straight back into the same wait:
+  // that was a timeout (a deadlock check, a poll's tick, a timed wait's
+  // recheck), not what ended the wait. Whoever ends the run of them ended
+  // it all: the lock's holder, not the deadlock check's timer.
+  const bool back_into_it = timeout_run_from_ < blocked_.size() &&
+                            blocked_.back().evidence == wait.evidence &&
+                            ran_since_wait_ns_ <= kTimeoutRecheckNs;
+  if (back_into_it) {
+    for (size_t i = timeout_run_from_; i < blocked_.size(); ++i) {
+      blocked_[i].waker = wait.waker;
+      blocked_[i].doing = wait.doing;
+      blocked_[i].woken = wait.woken;
+    }
+  }
+  const bool timer = wait.woken && (wait.waker & 0xff) ==
+                                       static_cast<uint8_t>(format::WakerContext::kTimer);
+  if (!timer) {
+    timeout_run_from_ = SIZE_MAX;
+  } else if (!back_into_it) {
+    timeout_run_from_ = blocked_.size();
+  }
+  blocked_.push_back(wait);
 }
 
 void ThreadLedger::AddSample(uint64_t time_ns, uint32_t stack, bool kernel, bool in_window) {

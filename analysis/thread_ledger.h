@@ -96,7 +96,16 @@ class ThreadLedger {
     uint64_t kind : 2;     // 0 user sample, 1 kernel sample, 2 holder
     uint64_t ns : 62;
   };
+  // Logs a wait of an open request; a run of timeouts before it gets its waker.
+  void AddWait(const Blocked& wait);
+  // On the CPU this long at most between a timer's wakeup and the same wait
+  // again: a recheck, not work the wakeup was for.
+  static constexpr uint64_t kTimeoutRecheckNs = 1'000'000;
   size_t depth_ = 0;
+  // blocked_[timeout_run_from_...] were ended by timers, each followed at
+  // once by the same wait again; SIZE_MAX none.
+  size_t timeout_run_from_ = SIZE_MAX;
+  uint64_t ran_since_wait_ns_ = 0;  // on the CPU since the last wait ended
   uint64_t on_cpu_ns_ = 0, runq_ns_ = 0, throttled_ns_ = 0, blocked_ns_ = 0;
   uint64_t cuts_ = 0;  // times the evidence log filled up
   std::vector<Blocked> blocked_;
