@@ -172,6 +172,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                        session->log_, MonotonicNow());
   if (!pipeline.ok()) return pipeline.status();
   session->pipeline_ = *std::move(pipeline);
+  // Probes asked for and not placed, and stacks walked less well than
+  // asked: the trace says so (verify, report), not only the log. Else a
+  // mistyped --uprobe reads as a service that served no requests.
+  for (const std::string& warning : session->plan_.warnings) session->pipeline_->AddNote(warning);
+  for (const std::string& warning : session->source_->warnings()) {
+    session->pipeline_->AddNote(warning);
+  }
 
   session->stats_.id = o.writer.session_id;
   session->stats_.directory = o.writer.directory;

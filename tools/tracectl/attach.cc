@@ -76,12 +76,14 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
   attach
       ->add_option("--usdt", options.usdt,
                    "USDT probes of the targets and their libraries: 'provider:name', globs "
-                   "allowed; 'prov:name(str arg0)' also keeps a string argument")
+                   "allowed; 'prov:name(str arg0)' also keeps a string argument; one per --usdt, "
+                   "repeat it for more")
       ->allow_extra_args(false);
   attach
       ->add_option("--uprobe", options.uprobes,
                    "Functions to probe: 'TARGET:SYMBOL[+OFFSET][(N)][%return]' (TARGET a path or "
-                   "a name like libc; N integer arguments to keep; %return adds latency)")
+                   "a name like libc; N integer arguments to keep; %return adds latency); one per "
+                   "--uprobe, repeat it for more")
       ->allow_extra_args(false);
   attach
       ->add_option("--content-policy", options.content_policy,
