@@ -295,7 +295,6 @@ absl::Status SegmentWriter::OpenSegment(uint64_t first_time_ns) {
   created_any_ = true;
   retry_at_ns_ = 0;
   seal_failed_ = false;
-  notes_.clear();
   symbol_table_.reset();
   file_size_ = compressed_.size();
   frame_number_ = 1;
@@ -606,6 +605,9 @@ absl::Status SegmentWriter::Seal(bool final) {
   retry_at_ns_ = 0;
   seal_failed_ = false;
   symbol_table_.reset();
+  // Told in the trailer just written; one added before the first segment
+  // opened (at attach) is the first segment's.
+  notes_.clear();
   unwritten_losses_.clear();
   segment_losses_.clear();
   for (const auto& [id, count] : losses) reported_losses_[id] += count;

@@ -25,10 +25,11 @@ start() {
   eval "${name}_pid=$(awk '/ready/{print $2}' "$work/$name.out")"
 }
 
-# Embedded: the shim plus a uprobe with latency and a probe that matches nothing.
+# Embedded: the shim plus a uprobe with latency, and probes that match nothing.
 start shim "$shim_app" 1 20
 "$tracectl" attach "$shim_pid" --duration 2s --output "$work/embedded" -q \
-  --uprobe 'libc:clock_gettime%return' --usdt 'nosuch:*' --content-policy full \
+  --uprobe 'libc:clock_gettime%return' --uprobe 'libc:no_such_function%return' \
+  --usdt 'nosuch:*' --content-policy full \
   > "$work/embedded.out" 2> "$work/embedded.err" &
 tracer=$!
 until grep -q "probe site" "$work/embedded.err"; do sleep 0.05; done
@@ -37,6 +38,9 @@ wait "$tracer" || true
 grep -q "warning.* --usdt 'nosuch:\*': no probe matches" "$work/embedded.err" \
   || fail "no warning for a probe that matches nothing: $(cat "$work/embedded.err")"
 "$tracectl" verify "$work/embedded" > "$work/embedded.verify" || true
+# ... and the trace says so too, not only the attach's log.
+grep -q "note: --uprobe 'libc:no_such_function%return' in pid $shim_pid: no symbol" \
+  "$work/embedded.verify" || fail "no note of the probe not placed: $(cat "$work/embedded.verify")"
 for kind in span_begin span_end instant counter operation_begin sched_switch; do
   grep -q "$kind=" "$work/embedded.verify" || fail "no $kind: $(cat "$work/embedded.verify")"
 done

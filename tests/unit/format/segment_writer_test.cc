@@ -159,13 +159,15 @@ TEST(SegmentWriterTest, AnEmptySessionLeavesOneSealedSegment) {
 }
 
 // A note goes in the trailer of the segment open when it was made, once:
-// the segments after it do not repeat it.
+// the segments after it do not repeat it. One made before the first
+// event (a probe not placed, said at attach) is the first segment's.
 TEST(SegmentWriterTest, ANoteIsInTheTrailerOfItsSegmentOnly) {
   testing::TempDir dir;
   synthetic::Trace trace;
   {
     auto writer = SegmentWriter::Create(SmallFiles(dir.path()), {}, ThreadPreamble);
     ASSERT_TRUE(writer.ok()) << writer.status();
+    (*writer)->AddNote("--uprobe 'svc:no_such' in pid 7: no symbol 'no_such' in /srv/svc");
     ASSERT_TRUE((*writer)->Append(trace.Next()).ok());
     (*writer)->AddNote("pid 7 called exec into another program");
     for (int i = 0; i < 50'000; ++i) ASSERT_TRUE((*writer)->Append(trace.Next()).ok());
@@ -181,8 +183,10 @@ TEST(SegmentWriterTest, ANoteIsInTheTrailerOfItsSegmentOnly) {
     }
     ASSERT_TRUE((*reader)->has_trailer());
     if (i == 0) {
-      ASSERT_EQ((*reader)->trailer().notes_size(), 1);
-      EXPECT_EQ((*reader)->trailer().notes(0), "pid 7 called exec into another program");
+      ASSERT_EQ((*reader)->trailer().notes_size(), 2);
+      EXPECT_EQ((*reader)->trailer().notes(0),
+                "--uprobe 'svc:no_such' in pid 7: no symbol 'no_such' in /srv/svc");
+      EXPECT_EQ((*reader)->trailer().notes(1), "pid 7 called exec into another program");
     } else {
       EXPECT_EQ((*reader)->trailer().notes_size(), 0) << files[i];
     }
