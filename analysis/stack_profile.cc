@@ -138,6 +138,10 @@ const v1::SymbolTable::Mapping* StackProfile::MappingOf(uint32_t pid, uint64_t a
 }
 
 std::vector<NamedFrame> StackProfile::Frames(uint32_t pid, uint64_t address, bool kernel) const {
+  // System code in the sense that it is never the application's function.
+  if (!kernel && address == format::kUnwindStoppedFrame) {
+    return {{std::string(kUnwindStoppedName), "", 0, false, true}};
+  }
   auto it = symbols_.find({kernel ? 0 : pid, address});
   if (it != symbols_.end()) {
     std::vector<NamedFrame> frames;

@@ -94,6 +94,8 @@ bool IsSystemPath(std::string_view path);
 // Whether a stack (StackFrames) was taken inside the kernel's handling of a
 // uprobe: a sample there is the tracer's cost, whatever function it interrupted.
 bool InUprobeHandling(std::span<const NamedFrame> frames);
+// The frame that ends a user stack cut short (format::kUnwindStoppedFrame).
+inline constexpr std::string_view kUnwindStoppedName = "[unwinding stopped: callers unknown]";
 // How such samples are named where functions are counted.
 inline constexpr std::string_view kUprobeHandling = "[uprobe handling: Loupe's own cost]";
 

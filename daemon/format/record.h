@@ -122,6 +122,11 @@ struct Field {
 };
 
 using Stack = std::span<const uint64_t>;  // innermost frame first
+// The outermost "frame" of a user stack whose walk stopped before its end
+// (a frame that cannot be one, or unwind tables not loaded yet): the
+// frames above it are unknown, which readers say rather than show the
+// stack as whole. No user or kernel code lives at this address.
+inline constexpr uint64_t kUnwindStoppedFrame = 0xffff'ffff'ffff'fffeull;
 using Args = std::span<const int64_t>;
 
 // One struct per kind. The record's `tid` is the thread the event happened

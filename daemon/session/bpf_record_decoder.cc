@@ -62,6 +62,10 @@ bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user
     event->frames.erase(event->frames.begin() + valid, event->frames.begin() + user);
     event->unwind_stopped = true;
   }
+  if (event->unwind_stopped) {
+    event->frames.insert(event->frames.begin() + valid, format::kUnwindStoppedFrame);
+    ++valid;
+  }
   event->user_depth = valid;
   return true;
 }

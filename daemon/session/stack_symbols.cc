@@ -21,6 +21,7 @@ void StackSymbols::Collect(const OwnedEvent& event) {
       segment_symbols_.AddKernel(address);
       continue;
     }
+    if (address == format::kUnwindStoppedFrame) continue;  // readers name it
     // A caller's frame is a return address: the call is the instruction
     // before it, and symbolizing the return address itself can name the
     // line (or an inlined function) after the call instead. The leaf and

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "daemon/format/loss_tally.h"
+#include "daemon/format/record.h"
 #include "daemon/probes/probe_plan.h"
 #include "daemon/session/session.h"
 #include "tests/support/child_process.h"
@@ -216,10 +217,13 @@ void ExpectSaneStacks(const UnwindRun& run) {
   for (const auto* stacks : {&run.trace.samples, &run.trace.off_cpu}) {
     for (const SymbolizedStack& stack : *stacks) {
       bool bad = false;
-      for (uint64_t address : stack.user) {
+      for (size_t i = 0; i < stack.user.size(); ++i) {
+        const uint64_t address = stack.user[i];
         ++frames;
         // Below 4096 is never mapped; past 2^47 is not a canonical user address.
         if (address >= 4096 && address < (1ull << 47) && in_code(address)) continue;
+        // A walk that stopped says so in its outermost frame, and only there.
+        if (address == format::kUnwindStoppedFrame && i + 1 == stack.user.size()) continue;
         ++junk_frames;
         if (first_junk.empty()) {
           std::ostringstream text;
@@ -521,6 +525,11 @@ TEST_P(UnwindTest, LibraryLoadedAfterAttachIsWalkedOnceItsTablesAreLoaded) {
             << " samples in the callback chain short of main, " << cut << " cut\n";
   EXPECT_GE(cut, short_of_main.size())
       << "stacks cut short not counted as cuts: " << testing::WhyIncomplete(run.digest);
+  // ... and each says so itself, in its outermost frame: read, it is no
+  // whole stack of a callback called from nowhere.
+  for (const SymbolizedStack* stack : short_of_main) {
+    EXPECT_EQ(stack->user.back(), format::kUnwindStoppedFrame) << ShowSome({stack});
+  }
   for (const auto& [what, n] : losses) {
     EXPECT_TRUE(format::IsCutKey(what)) << "lost " << n << " " << what;
   }

@@ -434,6 +434,22 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
   EXPECT_EQ(top[0].self, 3u);
 }
 
+// A user stack whose walk stopped early (a new child's unwind tables not
+// loaded yet) ends in a mark: read, it says its callers are unknown, and
+// the mark is never the application's function.
+TEST(ReportModelTest, AStackCutShortSaysSo) {
+  StackProfile stacks;
+  stacks.Add({.tid = kPid, .payload = format::ProcessInfo{.name = "lock_service"}});
+  const uint64_t user[] = {kLockWait, format::kUnwindStoppedFrame};
+  const uint32_t id = stacks.Add({.time_ns = 5, .tid = kPid, .payload = format::CpuSample{.user_stack = user}});
+  stacks.AddSymbols(Symbols());
+  const std::vector<NamedFrame> frames = stacks.StackFrames(id);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].function, "__lll_lock_wait");
+  EXPECT_EQ(frames[1].function, kUnwindStoppedName);
+  EXPECT_EQ(stacks.InnermostApplicationFunction(id), "__lll_lock_wait");
+}
+
 TEST(ReportModelTest, ALockWaitNamesTheLockTheFunctionAndTheHolder) {
   ReportModel model({});
   LockWait(model, false);

@@ -87,8 +87,9 @@ TEST(BpfRecordDecoderTest, UserStacksStopAtTheFirstImpossibleFrame) {
       Decode(Bytes(record, offsetof(loupe_sched_switch, frames) + 5 * 8));
   ASSERT_TRUE(event);
   EXPECT_TRUE(event->unwind_stopped);
-  ASSERT_EQ(event->UserStack().size(), 2u);
+  ASSERT_EQ(event->UserStack().size(), 3u);
   EXPECT_EQ(event->UserStack()[1], 0x7f00deadbeefu);
+  EXPECT_EQ(event->UserStack()[2], format::kUnwindStoppedFrame) << "the cut is marked in the stack";
   ASSERT_EQ(event->KernelStack().size(), 1u);
   EXPECT_EQ(event->KernelStack()[0], 0xffffffff81000000u);
 
@@ -114,8 +115,9 @@ TEST(BpfRecordDecoderTest, TableWalksCarryTheirStopAndTheirExactFrames) {
       Decode(Bytes(record, offsetof(loupe_cpu_sample, frames) + 3 * 8));
   ASSERT_TRUE(event);
   EXPECT_TRUE(event->unwind_stopped);
-  ASSERT_EQ(event->UserStack().size(), 3u);
+  ASSERT_EQ(event->UserStack().size(), 4u);
   EXPECT_EQ(event->UserStack()[1], 0x401234u);
+  EXPECT_EQ(event->UserStack()[3], format::kUnwindStoppedFrame);
   EXPECT_EQ(std::vector<uint16_t>(event->exact_frames().begin(), event->exact_frames().end()),
             std::vector<uint16_t>{1});
 
@@ -124,6 +126,7 @@ TEST(BpfRecordDecoderTest, TableWalksCarryTheirStopAndTheirExactFrames) {
   event = Decode(Bytes(record, offsetof(loupe_cpu_sample, frames) + 3 * 8));
   ASSERT_TRUE(event);
   EXPECT_FALSE(event->unwind_stopped);
+  EXPECT_EQ(event->UserStack().size(), 3u) << "a whole stack has no mark";
   EXPECT_TRUE(event->exact_frames().empty());
 
   // Depths past what BPF can write are a malformed record.
