@@ -35,8 +35,33 @@ ThreadTimeline::Track* ThreadTimeline::Traced(uint32_t tid) {
   auto [it, inserted] = threads_.try_emplace(tid);
   // A tid seen again after its thread's exit is a new thread, not one the
   // trace's start found.
-  if (inserted && ever_tracked_.insert(tid).second) it->second.from_start = recording_since_ != 0;
+  if (inserted && ever_tracked_.insert(tid).second) {
+    if (auto started = started_at_.find(tid); started != started_at_.end()) {
+      it->second.from_start = true;
+      it->second.start_ns = started->second;
+      started_at_.erase(started);
+    }
+  }
   return &it->second;
+}
+
+void ThreadTimeline::OnDescribed(const format::Record& record) {
+  if (record.time_ns != described_at_ns_) {
+    described_.clear();
+    described_at_ns_ = record.time_ns;
+  }
+  described_.push_back(record.tid);
+}
+
+void ThreadTimeline::OnClockSync(const format::Record& record) {
+  // Only a session's opening one follows its preamble at its own time (a
+  // stop has no preamble after it, and a new segment's preamble comes
+  // before its first event, which is not a clock_sync).
+  if (record.time_ns != described_at_ns_) return;
+  for (uint32_t tid : described_) {
+    if (!ever_tracked_.contains(tid)) started_at_.emplace(tid, record.time_ns);
+  }
+  described_.clear();
 }
 
 bool ThreadTimeline::FromStart(Track& track) {
@@ -72,16 +97,25 @@ void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
                  [&](const UprobeEntry&) { OnOwnRecord(record, 0); },
                  [&](const UprobeReturn&) { OnOwnRecord(record, 0); },
                  // Records about a thread or process, not run by it.
-                 [&](const ClockSync&) {
-                   if (recording_since_ == 0) recording_since_ = record.time_ns;
+                 [&](const ClockSync&) { OnClockSync(record); },
+                 [&](const ProcessInfo&) { OnDescribed(record); },
+                 [&](const ThreadInfo& info) {
+                   if (!info.foreign) OnDescribed(record);
                  },
-                 [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
                  [&](const ProcessExec& exec) { OnExec(record, exec); },
                  [](const ProcessFork&) {}, [](const Loss&) {}},
              record.payload);
 }
 
-void ThreadTimeline::OnExit(const format::Record& record) { Gone(record.tid, record.time_ns); }
+void ThreadTimeline::OnExit(const format::Record& record) {
+  // Ran from the start to its exit without a switch: its exit is its first record.
+  if (Track* track = Traced(record.tid); track != nullptr && FromStart(*track)) {
+    track->state = ThreadState::kRunning;
+    track->since = track->start_ns;
+    track->cpu = record.cpu;
+  }
+  Gone(record.tid, record.time_ns);
+}
 
 void ThreadTimeline::OnExec(const format::Record& record, const format::ProcessExec& exec) {
   // A thread other than the main one called exec: it goes on as the main
@@ -131,7 +165,7 @@ void ThreadTimeline::OnOwnRecord(const format::Record& record, uint32_t sample_s
     const bool from_start = FromStart(*track);
     EndGap(record.tid, *track, record.time_ns);
     track->state = ThreadState::kRunning;
-    track->since = from_start ? recording_since_ : record.time_ns;
+    track->since = from_start ? track->start_ns : record.time_ns;
     track->cpu = record.cpu;
   }
 }
@@ -170,7 +204,7 @@ void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t 
                                uint32_t prev_state) {
   if (FromStart(track)) {  // on this CPU since the start
     track.state = ThreadState::kRunning;
-    track.since = recording_since_;
+    track.since = track.start_ns;
     track.cpu = cpu;
   }
   Flush(tid);
@@ -199,7 +233,7 @@ void ThreadTimeline::SwitchOut(uint32_t tid, Track& track, uint64_t t, uint32_t 
 void ThreadTimeline::SwitchIn(uint32_t tid, Track& track, uint64_t t, uint32_t cpu) {
   // Queued since the start, with no wakeup in between; who held its CPU
   // before this switch is not in the trace.
-  if (FromStart(track)) BecomeRunnable(tid, track, recording_since_, cpu, /*throttled=*/false);
+  if (FromStart(track)) BecomeRunnable(tid, track, track.start_ns, cpu, /*throttled=*/false);
   Flush(tid);
   // Switched in while it runs: its switch-out is not in the trace, and
   // when it stopped running is not known.
@@ -274,7 +308,7 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   if (FromStart(*woken)) {
     // Asleep since the start: why is not known (its switch-out came before).
     woken->state = ThreadState::kBlocked;
-    woken->since = woken->blocked_since = recording_since_;
+    woken->since = woken->blocked_since = woken->start_ns;
     woken->prev_state = 0;
     woken->wake = {};
     woken->cpu = wakeup.target_cpu;

@@ -127,9 +127,10 @@ class ThreadTimeline {
     uint64_t switched_out_ns = 0;
     uint32_t unended_stack = 0;
     StateInterval pending_blocked, pending_runnable;
-    // It existed when recording began and has no record yet: its first
-    // one tells its state since the trace's start (FromStart).
+    // It existed when recording began (at `start_ns`) and has no record
+    // yet: its first one tells its state since then (FromStart).
     bool from_start = false;
+    uint64_t start_ns = 0;
     RecentLog recent_samples{}, recent_waits{};
     uint8_t next_sample = 0, next_wait = 0;
   };
@@ -141,9 +142,14 @@ class ThreadTimeline {
 
   Track* Traced(uint32_t tid);
   // Whether the thread's first record is this one and it existed when
-  // recording began (the trace opens with a clock_sync record): then the
-  // caller knows its state from the start to now. Asked once.
+  // recording began (its session's trace opens with a clock_sync record
+  // right after the preamble that describes it): then the caller knows its
+  // state from track.start_ns to now. Asked once.
   bool FromStart(Track& track);
+  // The preamble and opening clock_sync of a session (several sessions may
+  // be read together): the threads described just before it at its time.
+  void OnDescribed(const format::Record& record);
+  void OnClockSync(const format::Record& record);
   Cpu& CpuOf(uint32_t cpu);
   void OnSwitch(const format::Record& record, const format::SchedSwitch& change);
   void OnWakeup(const format::Record& record, const format::SchedWakeup& wakeup);
@@ -194,8 +200,11 @@ class ThreadTimeline {
   std::deque<uint32_t> departed_order_;
   std::vector<Cpu> cpus_;
   bool sched_seen_ = false;
-  // When recording began, from the trace's opening clock_sync record; 0 unknown.
-  uint64_t recording_since_ = 0;
+  uint64_t described_at_ns_ = 0;
+  std::vector<uint32_t> described_;  // threads described at described_at_ns_
+  // Threads that existed when their session began recording, not yet
+  // heard from: tid -> when it began.
+  absl::flat_hash_map<uint32_t, uint64_t> started_at_;
   absl::flat_hash_set<uint32_t> ever_tracked_;  // a tid's first record comes once
 };
 

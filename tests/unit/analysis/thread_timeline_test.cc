@@ -389,10 +389,15 @@ TEST_F(TimelineTest, AThreadAsleepAllAlongIsBlockedFromTheStart) {
 // before it, asleep (why untold) until its first wakeup.
 TEST_F(TimelineTest, AThreadsFirstRecordTellsItsStateSinceRecordingBegan) {
   constexpr uint32_t kC = 103, kD = 104;
-  Feed({.tid = kC, .payload = format::ThreadInfo{.pid = kPid, .name = "c"}});
-  Feed({.tid = kD, .payload = format::ThreadInfo{.pid = kPid, .name = "d"}});
+  // The session's preamble, then its opening clock_sync, at one time.
+  Feed({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "svc"}});
+  for (const uint32_t tid : {kA, kB, kC, kD, 105u}) {
+    Feed({.time_ns = 1'000, .tid = tid, .payload = format::ThreadInfo{.pid = kPid, .name = "t"}});
+  }
   Feed({.time_ns = 1'000, .payload = format::ClockSync{}});
   Switch(3'000, 0, kA, kB, 0);  // a ran since the start; b waited for the CPU
+  constexpr uint32_t kE = 105;  // ran from the start to its exit, unswitched
+  Feed({.time_ns = 2'000, .tid = kE, .cpu = 1, .payload = format::ThreadExit{}});
   Wake(4'000, kB, kC, 1);       // c slept since the start
   Switch(4'500, 1, 0, kC, 0);
   Feed({.time_ns = 5'000, .tid = kD, .cpu = 1, .payload = format::CpuSample{}});  // d ran
@@ -419,15 +424,22 @@ TEST_F(TimelineTest, AThreadsFirstRecordTellsItsStateSinceRecordingBegan) {
   EXPECT_EQ(d[0].state, ThreadState::kRunning);
   EXPECT_EQ(d[0].begin, 1'000u);
   EXPECT_EQ(d[0].end, 6'000u);
+  const std::vector<Seen> e = Of(kE);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].state, ThreadState::kRunning);
+  EXPECT_EQ(e[0].begin, 1'000u);
+  EXPECT_EQ(e[0].end, 2'000u);
 }
 
 // Without that record (older traces, replays) the time before a thread's
-// first record is in no state, as before; a thread born in the trace, or
-// a tid reused after an exit, never had a state at the start.
+// first record is in no state, as before; a thread born in the trace (its
+// wakeup_new lost or not), or a tid reused after an exit, never had a
+// state at the start; in sessions read together, each its own start.
 TEST_F(TimelineTest, OnlyThreadsThatExistedWhenRecordingBeganGetTheirStartPlaced) {
   Switch(3'000, 0, kA, 0, 0);
   EXPECT_TRUE(Of(kA).empty());
 
+  constexpr uint32_t kC = 103, kD = 104;
   ThreadDirectory directory;
   std::vector<StateInterval> seen;
   ThreadTimeline timeline(directory, [&](const StateInterval& interval) { seen.push_back(interval); });
@@ -435,9 +447,19 @@ TEST_F(TimelineTest, OnlyThreadsThatExistedWhenRecordingBeganGetTheirStartPlaced
     directory.Observe(record);
     timeline.Add(record, 0);
   };
-  feed({.tid = kPid, .payload = format::ProcessInfo{.name = "svc"}});
-  feed({.tid = kA, .payload = format::ThreadInfo{.pid = kPid, .name = "a"}});
+  auto of = [&](uint32_t tid) {
+    std::vector<StateInterval> mine;
+    for (const StateInterval& interval : seen) {
+      if (interval.tid == tid) mine.push_back(interval);
+    }
+    return mine;
+  };
+  feed({.time_ns = 1'000, .tid = kPid, .payload = format::ProcessInfo{.name = "svc"}});
+  feed({.time_ns = 1'000, .tid = kA, .payload = format::ThreadInfo{.pid = kPid, .name = "a"}});
   feed({.time_ns = 1'000, .payload = format::ClockSync{}});
+  feed({.time_ns = 1'500, .tid = kC, .payload = format::ThreadInfo{.pid = kPid, .name = "c"}});
+  feed({.time_ns = 1'600, .tid = 0, .cpu = 1, .payload = SchedSwitch{kC, 0}});  // no wakeup_new
+  feed({.time_ns = 1'700, .tid = kC, .cpu = 1, .payload = SchedSwitch{0, 1}});
   feed({.time_ns = 2'000, .tid = kB, .payload = format::ThreadInfo{.pid = kPid, .name = "b"}});
   feed({.time_ns = 2'000, .tid = kA, .cpu = 0,
         .payload = SchedWakeup{.woken_tid = kB, .target_cpu = 0, .is_new = true}});
@@ -446,11 +468,21 @@ TEST_F(TimelineTest, OnlyThreadsThatExistedWhenRecordingBeganGetTheirStartPlaced
   feed({.time_ns = 3'000, .tid = kB, .cpu = 0, .payload = format::ThreadExit{}});
   feed({.time_ns = 3'000, .tid = kB, .cpu = 0, .payload = SchedSwitch{kA, format::kTaskDead}});
   feed({.time_ns = 4'000, .tid = kB, .cpu = 0, .payload = format::CpuSample{}});  // kB again
-  timeline.Finish(5'000);
-  std::vector<StateInterval> b;
-  for (const StateInterval& interval : seen) {
-    if (interval.tid == kB) b.push_back(interval);
-  }
+  // A second session read with the first: its thread from its own start.
+  feed({.time_ns = 10'000, .tid = 200, .payload = format::ProcessInfo{.name = "other"}});
+  feed({.time_ns = 10'000, .tid = kD, .payload = format::ThreadInfo{.pid = 200, .name = "d"}});
+  feed({.time_ns = 10'000, .payload = format::ClockSync{}});
+  feed({.time_ns = 12'000, .tid = kD, .cpu = 1, .payload = SchedSwitch{0, 1}});
+  timeline.Finish(15'000);
+  const std::vector<StateInterval> c = of(kC);
+  ASSERT_EQ(c.size(), 2u);  // ran, then asleep to the end
+  EXPECT_EQ(c[0].state, ThreadState::kRunning);
+  EXPECT_EQ(c[0].begin_ns, 1'600u) << "born after the start: nothing before its first record";
+  const std::vector<StateInterval> d = of(kD);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].state, ThreadState::kRunning);
+  EXPECT_EQ(d[0].begin_ns, 10'000u);
+  const std::vector<StateInterval> b = of(kB);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0].state, ThreadState::kRunnable);
   EXPECT_EQ(b[0].begin_ns, 2'000u);  // from its birth, not from the start
