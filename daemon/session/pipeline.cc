@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 #include "daemon/base/read_file.h"
 #include "daemon/base/status_util.h"
@@ -38,7 +39,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
   std::unique_ptr<Pipeline> pipeline(
       new Pipeline(std::move(options), std::move(targets), probe_names, std::move(log)));
   pipeline->created_ns_ = now_ns;
-  pipeline->clock_ = header.clock();
+  timespec realtime{}, monotonic{};
+  clock_gettime(CLOCK_REALTIME, &realtime);
+  clock_gettime(CLOCK_MONOTONIC, &monotonic);
+  pipeline->realtime_minus_monotonic_ns_ =
+      (static_cast<int64_t>(realtime.tv_sec) - monotonic.tv_sec) * 1'000'000'000 +
+      (realtime.tv_nsec - monotonic.tv_nsec);
   Pipeline* self = pipeline.get();
   Targets& targets_of = pipeline->targets_;
   targets_of.set_follow_children(pipeline->options_.follow_children);
@@ -229,11 +235,9 @@ void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
 
 void Pipeline::FillClockSync(uint64_t time_ns, OwnedEvent* event) const {
   event->Clear();
-  const auto since_anchor =
-      static_cast<int64_t>(time_ns) - static_cast<int64_t>(clock_.monotonic_ns());
   event->record = {.time_ns = time_ns,
                    .payload = format::ClockSync{static_cast<uint64_t>(
-                       static_cast<int64_t>(clock_.realtime_ns()) + since_anchor)}};
+                       static_cast<int64_t>(time_ns) + realtime_minus_monotonic_ns_)}};
 }
 
 void Pipeline::WarnLosses(uint64_t now_ns, bool final) {

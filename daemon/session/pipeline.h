@@ -80,6 +80,8 @@ class Pipeline {
 
   // A sentence for the trace: the trailer of the segment open now.
   void AddNote(std::string note) { writer_->AddNote(std::move(note)); }
+  // One for every segment's trailer: true of the whole session.
+  void AddSessionNote(std::string note) { writer_->AddSessionNote(std::move(note)); }
   // The record handler for a RecordSource.
   void OnRecord(std::span<const uint8_t> bytes);
   // After draining the source at `drained_at_ns` (its counters then):
@@ -150,7 +152,7 @@ class Pipeline {
   LossLedger losses_;
   std::unique_ptr<StackSymbols> stacks_;  // null when not symbolizing
   std::unique_ptr<format::SegmentWriter> writer_;
-  v1::ClockAnchor clock_;  // the header's
+  int64_t realtime_minus_monotonic_ns_ = 0;  // read at creation, for clock_sync records
   uint64_t created_ns_ = 0;
   uint64_t first_time_ns_ = 0;  // of the first event written, 0 none
   uint64_t last_time_ns_ = 0;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -358,6 +359,15 @@ TEST_F(PipelineReplayTest, ATraceOpensWhenRecordingBeganAndClosesWhenItStopped) 
   EXPECT_EQ(records.front().time_ns, recording_since_ns_);
   ASSERT_TRUE(std::holds_alternative<format::ClockSync>(records.back().payload));
   EXPECT_EQ(records.back().time_ns, final_drain);
+  // Wall-clock time at that moment, as the clocks stand now.
+  timespec realtime{}, monotonic{};
+  clock_gettime(CLOCK_REALTIME, &realtime);
+  clock_gettime(CLOCK_MONOTONIC, &monotonic);
+  const double offset = (static_cast<double>(realtime.tv_sec) - monotonic.tv_sec) * 1e9 +
+                        static_cast<double>(realtime.tv_nsec - monotonic.tv_nsec);
+  const auto& opening = std::get<format::ClockSync>(records.front().payload);
+  EXPECT_NEAR(static_cast<double>(opening.realtime_ns) - static_cast<double>(recording_since_ns_),
+              offset, 1e9);
   const std::vector<format::OffCpu> waits = OfKind<format::OffCpu>(records);
   ASSERT_EQ(waits.size(), 1u);
   EXPECT_EQ(waits[0].duration_ns, final_drain - recording_since_ns_);
