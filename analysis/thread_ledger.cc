@@ -2,13 +2,18 @@
 
 namespace loupe::analysis {
 
+void ThreadLedger::Open() {
+  ++depth_;
+  timeout_run_from_ = SIZE_MAX;  // a run is within one request's waits
+}
+
 void ThreadLedger::Close() {
   if (depth_ > 0) --depth_;
+  timeout_run_from_ = SIZE_MAX;
   // Nothing open can refer to the logs any more.
   if (depth_ == 0) {
     blocked_.clear();
     evidence_.clear();
-    timeout_run_from_ = SIZE_MAX;
   }
 }
 
@@ -73,6 +78,7 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
       return;
     case ThreadState::kUnknown:
       totals.unplaced_ns += window_ns;
+      timeout_run_from_ = SIZE_MAX;  // what it did meanwhile is not known
       return;
   }
 }
@@ -81,8 +87,12 @@ void ThreadLedger::AddWait(const Blocked& wait) {
   // A timer woke the thread, which went straight back into the same wait:
   // that was a timeout (a deadlock check, a poll's tick, a timed wait's
   // recheck), not what ended the wait. Whoever ends the run of them ended
-  // it all: the lock's holder, not the deadlock check's timer.
-  const bool back_into_it = timeout_run_from_ < blocked_.size() &&
+  // it all: the lock's holder, not the deadlock check's timer. Only waits
+  // told apart by their stacks, and only a wakeup seen ends a run. (Wait
+  // classes are known only once the symbols are, at the end: a sleep loop
+  // is a run too, which its timer ends, unless a task cuts the last sleep
+  // short — and then that task did end it.)
+  const bool back_into_it = timeout_run_from_ < blocked_.size() && wait.woken &&
                             blocked_.back().evidence == wait.evidence &&
                             ran_since_wait_ns_ <= kTimeoutRecheckNs;
   if (back_into_it) {
@@ -92,8 +102,8 @@ void ThreadLedger::AddWait(const Blocked& wait) {
       blocked_[i].woken = wait.woken;
     }
   }
-  const bool timer = wait.woken && (wait.waker & 0xff) ==
-                                       static_cast<uint8_t>(format::WakerContext::kTimer);
+  const bool timer = wait.woken && EvidenceStack(wait.evidence) != 0 &&
+                     (wait.waker & 0xff) == static_cast<uint8_t>(format::WakerContext::kTimer);
   if (!timer) {
     timeout_run_from_ = SIZE_MAX;
   } else if (!back_into_it) {

@@ -31,7 +31,7 @@ class ThreadLedger {
   };
 
   // Requests open on the thread now (time spent counts as inside them).
-  void Open() { ++depth_; }
+  void Open();
   void Close();
   size_t depth() const { return depth_; }
   Mark Now() const;

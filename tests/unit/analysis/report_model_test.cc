@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <tuple>
 
 #include "analysis/report_output.h"
@@ -302,6 +303,8 @@ TEST(ReportModelTest, TheSentencesWakerEndedTheDominantWait) {
   };
   // Sleep 60 µs (20 ended by the janitor, 40 by a timer), a lock 30 µs
   // (the janitor): the janitor ended more in all, the timer more sleep.
+  // (The other way round, the timer's sleep straight into the janitor's
+  // would be one wait the janitor ended: ATimeoutThatSleepsAgain...)
   const Wait waits[] = {{sleep_kernel, 20'000, kHolder, format::WakerContext::kTask},
                         {sleep_kernel, 40'000, kHolder, format::WakerContext::kTimer},
                         {kBlockedKernel, 30'000, kHolder, format::WakerContext::kTask}};
@@ -407,13 +410,19 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
     model.Add({.time_ns = t, .tid = kHandler, .cpu = 0,
                .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = tracer_kernel}});
   }
+  // An mmap passes uprobe_mmap whether or not a probe is placed: not the tracer's.
+  constexpr uint64_t kMmap = 0xffffffff81000400;
+  const uint64_t mmap_kernel[] = {kMmap};
+  model.Add({.time_ns = 8'000, .tid = kHandler, .cpu = 0,
+             .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = mmap_kernel}});
   model.Add({.time_ns = 9'000, .tid = kHandler, .cpu = 0,
              .payload = format::CpuSample{.user_stack = kHolderUser}});
   model.Add({.time_ns = 10'000, .tid = kHandler, .payload = format::OperationEnd{3}});
   v1::SymbolTable symbols = Symbols();
   for (const auto& [address, name] : {std::pair{kReserve, "__bpf_ringbuf_reserve"},
                                       std::pair{kDispatch, "uprobe_dispatcher"},
-                                      std::pair{kSwbp, "handle_swbp"}}) {
+                                      std::pair{kSwbp, "handle_swbp"},
+                                      std::pair{kMmap, "uprobe_mmap"}}) {
     auto* entry = symbols.add_addresses();
     entry->set_address(address);
     entry->add_frames()->set_function(name);
@@ -428,6 +437,8 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
   for (const auto& [function, samples] : request->slow.functions) {
     EXPECT_NE(function, "__bpf_ringbuf_reserve");
   }
+  EXPECT_TRUE(std::ranges::any_of(request->slow.functions,
+                                  [](const auto& row) { return row.first == "uprobe_mmap"; }));
   const auto top = model.TopFunctions(5);
   ASSERT_FALSE(top.empty());
   EXPECT_EQ(top[0].name, kUprobeHandling);
