@@ -734,6 +734,7 @@ std::vector<ReportModel::FunctionCost> ReportModel::TopFunctions(size_t n) const
     std::set<std::string> seen{self};
     costs[self].total += samples;
     for (const NamedFrame& frame : frames) {
+      if (frame.function == kUnwindStoppedName) continue;  // a mark, not a function
       if (seen.insert(frame.function).second) costs[frame.function].total += samples;
     }
   }

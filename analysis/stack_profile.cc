@@ -39,12 +39,16 @@ bool IsSystemPath(std::string_view path) {
 }
 
 bool InUprobeHandling(std::span<const NamedFrame> frames) {
+  // The breakpoint's trap and what it runs, not every function named for
+  // uprobes: uprobe_mmap and uprobe_start_dup_mmap run in any mmap or fork.
+  static constexpr std::string_view kHandling[] = {
+      "handle_swbp", "uprobe_notify_resume", "uprobe_dispatcher", "uretprobe_dispatcher",
+      "uprobe_prog_run", "arch_uprobe_", "hprobe_", "handle_trampoline", "uprobe_handle_trampoline",
+      "handle_syscall_uprobe", "find_active_uprobe", "uprobe_multi_link_handler"};
   for (const NamedFrame& frame : frames) {
-    const std::string& f = frame.function;
-    if (frame.kernel && (f.find("uprobe") != std::string::npos || f.find("uretprobe") != std::string::npos ||
-                         f.find("handle_swbp") != std::string::npos ||
-                         f.starts_with("hprobe_"))) {
-      return true;
+    if (!frame.kernel) continue;
+    for (std::string_view handling : kHandling) {
+      if (frame.function.find(handling) != std::string::npos) return true;
     }
   }
   return false;
@@ -189,7 +193,7 @@ std::string StackProfile::InnermostApplicationFunction(uint32_t id) const {
     if (!frame.kernel && !frame.system) return frame.function;
   }
   for (const NamedFrame& frame : frames) {
-    if (!frame.kernel) return frame.function;
+    if (!frame.kernel && frame.function != kUnwindStoppedName) return frame.function;
   }
   return frames.empty() ? "" : frames.front().function;
 }

@@ -550,6 +550,7 @@ v1::SegmentTrailer SegmentWriter::BuildTrailer(const LossMap& losses) const {
                                     LossReasonName(key.reason)));
   }
   for (const std::string& name : segment_evicted_) trailer.add_evicted_segments(name);
+  for (const std::string& note : session_notes_) trailer.add_notes(note);
   for (const std::string& note : notes_) trailer.add_notes(note);
   trailer.set_verdict(lost ? v1::INCOMPLETE : v1::COMPLETE);
   if (first_time_ns_ != UINT64_MAX) {

@@ -132,6 +132,9 @@ class SegmentWriter {
   // A sentence for the trailer of the segment open now (or of the next one):
   // something the session learnt that a reader of the trace must know.
   void AddNote(std::string note) { notes_.push_back(std::move(note)); }
+  // A sentence true of the whole session (a probe asked for and not
+  // placed): in every segment's trailer, so each still says it alone.
+  void AddSessionNote(std::string note) { session_notes_.push_back(std::move(note)); }
   // Seals the open segment (if it holds anything) and reports pending losses.
   // Final: later calls (and the destructor) only retry renames the
   // directory refused, never the hooks, whose owner may be half destroyed.
@@ -241,6 +244,7 @@ class SegmentWriter {
   LossMap unwritten_losses_;
   std::vector<std::string> segment_evicted_;
   std::vector<std::string> notes_;  // for the next trailer written
+  std::vector<std::string> session_notes_;  // for every trailer
   EncoderTruncations truncations_at_open_;
   // Taken from the symbol hook at the first try to seal, kept for the next.
   std::optional<v1::SymbolTable> symbol_table_;

@@ -62,7 +62,8 @@ bool TakeStacks(std::span<const uint8_t> bytes, size_t fixed_part, uint16_t user
     event->frames.erase(event->frames.begin() + valid, event->frames.begin() + user);
     event->unwind_stopped = true;
   }
-  if (event->unwind_stopped) {
+  // Marked after the frames kept (none kept: a kernel-only stack stays one).
+  if (event->unwind_stopped && valid > 0) {
     event->frames.insert(event->frames.begin() + valid, format::kUnwindStoppedFrame);
     ++valid;
   }

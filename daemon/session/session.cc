@@ -175,9 +175,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   // Probes asked for and not placed, and stacks walked less well than
   // asked: the trace says so (verify, report), not only the log. Else a
   // mistyped --uprobe reads as a service that served no requests.
-  for (const std::string& warning : session->plan_.warnings) session->pipeline_->AddNote(warning);
+  for (const std::string& warning : session->plan_.warnings) {
+    session->pipeline_->AddSessionNote(warning);
+  }
   for (const std::string& warning : session->source_->warnings()) {
-    session->pipeline_->AddNote(warning);
+    session->pipeline_->AddSessionNote(warning);
   }
 
   session->stats_.id = o.writer.session_id;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -23,7 +24,10 @@ analysis::TraceVerdict VerdictOf(const format::TraceReader& trace) {
       verdict.losses.Add(static_cast<format::LossSource>(loss.source()),
                          static_cast<format::LossReason>(loss.reason()), loss.count());
     }
-    for (const std::string& note : summary.trailer.notes()) verdict.notes.push_back(note);
+    for (const std::string& note : summary.trailer.notes()) {
+      // A session's own notes repeat in each of its segments: said once.
+      if (std::ranges::find(verdict.notes, note) == verdict.notes.end()) verdict.notes.push_back(note);
+    }
     for (const std::string& problem : summary.problems) {
       // The reader's problems may name their file already.
       verdict.problems.push_back(problem.starts_with(summary.path) ? problem

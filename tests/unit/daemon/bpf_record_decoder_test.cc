@@ -93,6 +93,16 @@ TEST(BpfRecordDecoderTest, UserStacksStopAtTheFirstImpossibleFrame) {
   ASSERT_EQ(event->KernelStack().size(), 1u);
   EXPECT_EQ(event->KernelStack()[0], 0xffffffff81000000u);
 
+  // No user frame kept: no mark either (a kernel-only stack stays one).
+  loupe_sched_switch junk_only = Switch(1, 1);
+  junk_only.frames[0] = 0x10;
+  junk_only.frames[1] = 0xffffffff81000000;
+  event = Decode(Bytes(junk_only, offsetof(loupe_sched_switch, frames) + 2 * 8));
+  ASSERT_TRUE(event);
+  EXPECT_TRUE(event->unwind_stopped);
+  EXPECT_TRUE(event->UserStack().empty());
+  EXPECT_EQ(event->KernelStack().size(), 1u);
+
   const loupe_sched_switch whole = Switch(2, 3);
   event = Decode(Bytes(whole, offsetof(loupe_sched_switch, frames) + 5 * 8));
   ASSERT_TRUE(event);

@@ -159,15 +159,15 @@ TEST(SegmentWriterTest, AnEmptySessionLeavesOneSealedSegment) {
 }
 
 // A note goes in the trailer of the segment open when it was made, once:
-// the segments after it do not repeat it. One made before the first
-// event (a probe not placed, said at attach) is the first segment's.
+// the segments after it do not repeat it. A session's note (a probe not
+// placed, said at attach, before any event) is in every segment's.
 TEST(SegmentWriterTest, ANoteIsInTheTrailerOfItsSegmentOnly) {
   testing::TempDir dir;
   synthetic::Trace trace;
   {
     auto writer = SegmentWriter::Create(SmallFiles(dir.path()), {}, ThreadPreamble);
     ASSERT_TRUE(writer.ok()) << writer.status();
-    (*writer)->AddNote("--uprobe 'svc:no_such' in pid 7: no symbol 'no_such' in /srv/svc");
+    (*writer)->AddSessionNote("--uprobe 'svc:no_such' in pid 7: no symbol 'no_such' in /srv/svc");
     ASSERT_TRUE((*writer)->Append(trace.Next()).ok());
     (*writer)->AddNote("pid 7 called exec into another program");
     for (int i = 0; i < 50'000; ++i) ASSERT_TRUE((*writer)->Append(trace.Next()).ok());
@@ -188,7 +188,9 @@ TEST(SegmentWriterTest, ANoteIsInTheTrailerOfItsSegmentOnly) {
                 "--uprobe 'svc:no_such' in pid 7: no symbol 'no_such' in /srv/svc");
       EXPECT_EQ((*reader)->trailer().notes(1), "pid 7 called exec into another program");
     } else {
-      EXPECT_EQ((*reader)->trailer().notes_size(), 0) << files[i];
+      ASSERT_EQ((*reader)->trailer().notes_size(), 1) << files[i] << ": the session's note only";
+      EXPECT_EQ((*reader)->trailer().notes(0),
+                "--uprobe 'svc:no_such' in pid 7: no symbol 'no_such' in /srv/svc");
     }
     EXPECT_TRUE((*reader)->complete()) << "a note is not a loss";
   }
