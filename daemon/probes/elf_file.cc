@@ -90,6 +90,15 @@ absl::StatusOr<std::vector<UsdtNote>> ElfFile::UsdtNotes() const {
   return notes;
 }
 
+bool ElfFile::IsGo() const {
+  // The Go linker's own sections, kept by strip (the runtime reads them).
+  GElf_Shdr header;
+  for (std::string_view section : {".go.buildinfo", ".gopclntab", ".note.go.buildid"}) {
+    if (FindSection(elf_.get(), section, &header) != nullptr) return true;
+  }
+  return false;
+}
+
 bool ElfFile::HasSymbolTable() const {
   GElf_Shdr header;
   return FindSectionOfType(elf_.get(), SHT_SYMTAB, &header) != nullptr;

@@ -35,6 +35,9 @@ class ElfFile {
   // A function or object by name, from .symtab, else .dynsym.
   std::optional<ElfSymbol> FindSymbol(const std::string& name) const;
   bool HasSymbolTable() const;
+  // Built by Go's toolchain: its runtime moves goroutine stacks and reads
+  // their return addresses, so a return probe (which replaces one) kills it.
+  bool IsGo() const;
   // The file offset of a link-time address inside a loaded segment.
   absl::StatusOr<uint64_t> FileOffset(uint64_t address) const;
   // Up to `n` bytes of the file at a link-time address.

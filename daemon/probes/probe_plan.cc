@@ -282,6 +282,17 @@ class Planner {
     }
     const ElfFile* file = Open(pid, object);
     if (file == nullptr) return;
+    if (request.with_return && file->IsGo()) {
+      // The kernel's return probe swaps the return address on the stack for
+      // its trampoline; Go's runtime reads return addresses when it grows a
+      // goroutine's stack or walks it (GC, panics) and dies on the swapped
+      // one ("fatal error: unknown caller pc"). Never placed, entry or return.
+      return warn(fmt::format(
+          "{} is a Go program: a return probe would crash it (Go's runtime reads the "
+          "return addresses a return probe replaces); not placed — probe the entry only "
+          "(without %return)",
+          object));
+    }
     if (Reuse(pid, file->path(), request.text)) return;
     std::optional<ElfSymbol> symbol = file->FindSymbol(request.symbol);
     if (!symbol) {

@@ -1,0 +1,3 @@
+module loupe/go_stacks
+
+go 1.19
