@@ -11,6 +11,8 @@ packages=(
   libbpf-dev bpftool linux-libc-dev
   # libraries
   libelf-dev libdw-dev zlib1g-dev libzstd-dev zstd libisal-dev
+  # x86-64 decoding: the return instructions of functions probed at their returns
+  libcapstone-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev libssl-dev
   nlohmann-json3-dev

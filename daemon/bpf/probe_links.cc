@@ -48,6 +48,8 @@ bpf_program* ProgramFor(loupe_probes* skel, probes::ProbeProgram program) {
     case ProbeProgram::kUsdt: return skel->progs.handle_usdt;
     case ProbeProgram::kUprobeEntry: return skel->progs.handle_uprobe_entry;
     case ProbeProgram::kUprobeReturn: return skel->progs.handle_uprobe_return;
+    // A uprobe at a return instruction: the registers are the return's.
+    case ProbeProgram::kUprobeReturnSite: return skel->progs.handle_uprobe_return;
   }
   return nullptr;
 }
@@ -201,8 +203,9 @@ void ProbeLinks::AttachMulti(const probes::ProbePlan& plan, bool system_wide,
   using GroupKey = std::tuple<bool, ProbeProgram, std::string, uint32_t>;
   std::map<GroupKey, std::vector<const probes::ProbeAttachment*>> groups;
   for (const probes::ProbeAttachment& site : plan.attachments) {
-    const bool at_nop =
-        site.program != ProbeProgram::kUprobeEntry && site.program != ProbeProgram::kUprobeReturn;
+    const bool at_nop = site.program != ProbeProgram::kUprobeEntry &&
+                        site.program != ProbeProgram::kUprobeReturn &&
+                        site.program != ProbeProgram::kUprobeReturnSite;
     groups[{at_nop, site.program, site.path, system_wide ? 0 : site.pid}].push_back(&site);
   }
   auto link = [&](const GroupKey& key, std::span<const probes::ProbeAttachment* const> sites) {

@@ -99,6 +99,11 @@ bool ElfFile::IsGo() const {
   return false;
 }
 
+bool ElfFile::HasExceptionTables() const {
+  GElf_Shdr header;
+  return FindSection(elf_.get(), ".gcc_except_table", &header) != nullptr;
+}
+
 bool ElfFile::HasSymbolTable() const {
   GElf_Shdr header;
   return FindSectionOfType(elf_.get(), SHT_SYMTAB, &header) != nullptr;

@@ -38,6 +38,9 @@ class ElfFile {
   // Built by Go's toolchain: its runtime moves goroutine stacks and reads
   // their return addresses, so a return probe (which replaces one) kills it.
   bool IsGo() const;
+  // Has code that exceptions (C++) or panics (Rust) unwind through: the
+  // tables of its catches and cleanups.
+  bool HasExceptionTables() const;
   // The file offset of a link-time address inside a loaded segment.
   absl::StatusOr<uint64_t> FileOffset(uint64_t address) const;
   // Up to `n` bytes of the file at a link-time address.

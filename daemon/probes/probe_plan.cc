@@ -14,6 +14,7 @@
 #include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
 #include "daemon/probes/elf_file.h"
+#include "daemon/probes/return_sites.h"
 
 namespace loupe::probes {
 namespace {
@@ -321,11 +322,47 @@ class Planner {
                                .cookie = id << 8 | request.arg_count,
                                .pid = pid};
     Attach(attachment);
-    if (request.with_return) {
+    if (!request.with_return) return;
+    attachment.cookie = id << 8;
+    if (!file->HasExceptionTables()) {
       attachment.program = ProbeProgram::kUprobeReturn;
-      attachment.cookie = id << 8;
+      Attach(attachment);
+      return;
+    }
+    // The kernel's return probe would kill the program the first time an
+    // exception unwinds through the call (return_sites.h).
+    absl::StatusOr<ReturnSites> sites = ReturnSitesOf(*file, request.symbol, *symbol);
+    if (!sites.ok()) {
+      return warn(fmt::format("its returns are not probed: {} has exception tables, so the "
+                              "kernel's return probe would crash it when an exception unwinds "
+                              "through {}, and its return instructions could not be found: {}",
+                              object, request.symbol, MessageOf(sites.status())));
+    }
+    attachment.program = ProbeProgram::kUprobeReturnSite;
+    for (uint64_t address : sites->addresses) {
+      absl::StatusOr<uint64_t> site = file->FileOffset(address);
+      if (!site.ok()) return warn(MessageOf(site.status()));
+      attachment.file_offset = *site;
       Attach(attachment);
     }
+    if (sites->conditional_exits > 0) {
+      warn(fmt::format("{} leaves by {} conditional tail call(s), where no probe can tell a "
+                       "jump taken: calls that leave there are not seen to return",
+                       request.symbol, sites->conditional_exits));
+    }
+  }
+
+  static absl::StatusOr<ReturnSites> ReturnSitesOf(const ElfFile& file, const std::string& name,
+                                                   const ElfSymbol& symbol) {
+    if (symbol.size == 0) return absl::InvalidArgumentError("its symbol has no size");
+    const std::vector<uint8_t> code = file.BytesAt(symbol.address, symbol.size);
+    std::vector<uint8_t> cold_code;
+    CodeRange cold;
+    if (std::optional<ElfSymbol> part = file.FindSymbol(name + ".cold"); part && part->size != 0) {
+      cold_code = file.BytesAt(part->address, part->size);
+      cold = {part->address, cold_code};
+    }
+    return FindReturnSites({symbol.address, code}, cold);
   }
 
   const ProbeRequests& requests_;

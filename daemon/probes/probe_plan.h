@@ -29,7 +29,10 @@ enum class ProbeProgram {
   kShimTrigger,
   kUsdt,
   kUprobeEntry,
-  kUprobeReturn,
+  kUprobeReturn,  // the kernel's return probe (a uretprobe)
+  // The same program as a uprobe on an instruction that leaves the
+  // function (return_sites.h): for code that exceptions unwind through.
+  kUprobeReturnSite,
 };
 
 struct ProbeAttachment {

@@ -1,0 +1,41 @@
+// Where a function leaves, for return probes that leave the stack alone.
+// The kernel's return probe swaps the return address on the stack for its
+// trampoline. An unwinder that then walks the stack (a C++ exception or a
+// Rust panic passing through the call) finds no frame info for that address
+// and gives up: std::terminate, the program dies. A uprobe on each
+// instruction that leaves the function (its returns, and direct jumps out
+// of it: tail calls) sees the same returns, with the same registers, and
+// touches nothing; a call left by unwinding simply has no return.
+#ifndef LOUPE_DAEMON_PROBES_RETURN_SITES_H_
+#define LOUPE_DAEMON_PROBES_RETURN_SITES_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace loupe::probes {
+
+// A function's code: its bytes and the link-time address of the first.
+struct CodeRange {
+  uint64_t address = 0;
+  std::span<const uint8_t> bytes;
+};
+
+struct ReturnSites {
+  std::vector<uint64_t> addresses;  // link-time, of each ret and each jump out
+  // Conditional jumps out of the function (a conditional tail call): a
+  // probe there would fire whether or not the jump is taken, so calls that
+  // leave through one are not seen to return.
+  size_t conditional_exits = 0;
+};
+
+// Decodes x86-64 `function` and, if the compiler split it, its `.cold`
+// part (a jump into either is not a way out). An instruction that cannot be
+// decoded is an error: a site placed inside an instruction corrupts it.
+absl::StatusOr<ReturnSites> FindReturnSites(const CodeRange& function, const CodeRange& cold);
+
+}  // namespace loupe::probes
+
+#endif  // LOUPE_DAEMON_PROBES_RETURN_SITES_H_

@@ -1,0 +1,60 @@
+// The instructions a function leaves by, decoded from hand-assembled
+// x86-64: its returns and jumps out count, jumps within it or into its
+// .cold part do not, a conditional jump out is counted apart, and bytes
+// that do not decode are an error rather than a guess.
+#include "daemon/probes/return_sites.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace loupe::probes {
+namespace {
+
+constexpr uint64_t kStart = 0x1000, kCold = 0x3000;
+
+TEST(ReturnSitesTest, ReturnsAndTailJumpsLeaveJumpsWithinDoNot) {
+  const std::vector<uint8_t> code = {
+      0x55,                                // 0x1000 push %rbp
+      0x85, 0xff,                          // 0x1001 test %edi,%edi
+      0x74, 0x02,                          // 0x1003 je 0x1007 (within)
+      0x5d,                                // 0x1005 pop %rbp
+      0xc3,                                // 0x1006 ret
+      0x5d,                                // 0x1007 pop %rbp
+      0xe9, 0xf4, 0x0f, 0x00, 0x00,        // 0x1008 jmp 0x2001 (a tail call)
+      0xe9, 0xee, 0x1f, 0x00, 0x00,        // 0x100d jmp 0x3000 (into .cold)
+      0x0f, 0x85, 0xe9, 0x0f, 0x00, 0x00,  // 0x1012 jne 0x2001 (a conditional tail call)
+      0xff, 0xe0,                          // 0x1018 jmp *%rax (a switch, most likely)
+      0xf3, 0xc3,                          // 0x101a repz ret
+      0xc2, 0x08, 0x00,                    // 0x101c ret $8
+  };
+  const std::vector<uint8_t> cold = {
+      0xe8, 0x00, 0x00, 0x00, 0x00,  // 0x3000 call 0x3005
+      0xeb, 0xf9,                    // 0x3005 jmp 0x3000 (within .cold)
+      0xe9, 0x00, 0xe0, 0xff, 0xff,  // 0x3007 jmp 0x100c (back into the function)
+      0xc3,                          // 0x300c ret
+  };
+  absl::StatusOr<ReturnSites> sites = FindReturnSites({kStart, code}, {kCold, cold});
+  ASSERT_TRUE(sites.ok()) << sites.status();
+  EXPECT_EQ(sites->addresses, (std::vector<uint64_t>{0x1006, 0x1008, 0x101a, 0x101c, 0x300c}));
+  EXPECT_EQ(sites->conditional_exits, 1u);
+}
+
+TEST(ReturnSitesTest, WithoutAColdPartAJumpThereLeaves) {
+  const std::vector<uint8_t> code = {0xe9, 0xfb, 0x1f, 0x00, 0x00};  // jmp 0x3000
+  absl::StatusOr<ReturnSites> sites = FindReturnSites({kStart, code}, {});
+  ASSERT_TRUE(sites.ok()) << sites.status();
+  EXPECT_EQ(sites->addresses, std::vector<uint64_t>{kStart});
+}
+
+TEST(ReturnSitesTest, BytesThatDoNotDecodeAreAnErrorNamingWhere) {
+  const std::vector<uint8_t> code = {0x90, 0x06};  // nop, then push %es: none in 64-bit mode
+  absl::StatusOr<ReturnSites> sites = FindReturnSites({kStart, code}, {});
+  ASSERT_FALSE(sites.ok());
+  EXPECT_NE(sites.status().message().find("0x1001 (+0x1)"), std::string::npos)
+      << sites.status();
+}
+
+}  // namespace
+}  // namespace loupe::probes
