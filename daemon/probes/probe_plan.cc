@@ -345,10 +345,11 @@ class Planner {
       attachment.file_offset = *site;
       Attach(attachment);
     }
-    if (sites->conditional_exits > 0) {
-      warn(fmt::format("{} leaves by {} conditional tail call(s), where no probe can tell a "
-                       "jump taken: calls that leave there are not seen to return",
-                       request.symbol, sites->conditional_exits));
+    if (sites->tail_calls > 0) {
+      warn(fmt::format("{} can leave by {} tail call(s) (a jump to another function, whose "
+                       "return is the call's): its returns are probed at its own return "
+                       "instructions, so calls that leave by one read as begun without an end",
+                       request.symbol, sites->tail_calls));
     }
   }
 

@@ -66,17 +66,12 @@ absl::StatusOr<ReturnSites> FindReturnSites(const CodeRange& function, const Cod
         sites.addresses.push_back(insn->address);
         continue;
       }
-      const bool jump = id == X86_INS_JMP;
-      if (!jump && !IsConditionalJump(id)) continue;
+      if (id != X86_INS_JMP && !IsConditionalJump(id)) continue;
       const std::optional<uint64_t> target = DirectTarget(*insn);
       // Indirect jumps are switch tables within the function far more
       // often than tail calls through a pointer: not taken for exits.
       if (!target || Inside(*target, function) || Inside(*target, cold)) continue;
-      if (jump) {
-        sites.addresses.push_back(insn->address);
-      } else {
-        ++sites.conditional_exits;
-      }
+      ++sites.tail_calls;
     }
   }
   return sites;

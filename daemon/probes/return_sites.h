@@ -2,10 +2,12 @@
 // The kernel's return probe swaps the return address on the stack for its
 // trampoline. An unwinder that then walks the stack (a C++ exception or a
 // Rust panic passing through the call) finds no frame info for that address
-// and gives up: std::terminate, the program dies. A uprobe on each
-// instruction that leaves the function (its returns, and direct jumps out
-// of it: tail calls) sees the same returns, with the same registers, and
-// touches nothing; a call left by unwinding simply has no return.
+// and gives up: std::terminate, the program dies. A uprobe on each of the
+// function's return instructions sees the same returns, with the same
+// registers, and touches nothing; a call left by unwinding simply has no
+// return. Nor has one that leaves by a tail call (a jump to another
+// function, whose return is the real one): timed to the jump it would read
+// shorter than it was, so it is counted and said instead.
 #ifndef LOUPE_DAEMON_PROBES_RETURN_SITES_H_
 #define LOUPE_DAEMON_PROBES_RETURN_SITES_H_
 
@@ -24,11 +26,9 @@ struct CodeRange {
 };
 
 struct ReturnSites {
-  std::vector<uint64_t> addresses;  // link-time, of each ret and each jump out
-  // Conditional jumps out of the function (a conditional tail call): a
-  // probe there would fire whether or not the jump is taken, so calls that
-  // leave through one are not seen to return.
-  size_t conditional_exits = 0;
+  std::vector<uint64_t> addresses;  // link-time, of each return instruction
+  // Direct jumps out of the function, conditional or not: tail calls.
+  size_t tail_calls = 0;
 };
 
 // Decodes x86-64 `function` and, if the compiler split it, its `.cold`

@@ -1,7 +1,7 @@
-// The instructions a function leaves by, decoded from hand-assembled
-// x86-64: its returns and jumps out count, jumps within it or into its
-// .cold part do not, a conditional jump out is counted apart, and bytes
-// that do not decode are an error rather than a guess.
+// The instructions a function returns by, decoded from hand-assembled
+// x86-64: its returns are sites; jumps out of it (tail calls, conditional
+// or not) are counted, jumps within it or into its .cold part are not; and
+// bytes that do not decode are an error rather than a guess.
 #include "daemon/probes/return_sites.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@ namespace {
 
 constexpr uint64_t kStart = 0x1000, kCold = 0x3000;
 
-TEST(ReturnSitesTest, ReturnsAndTailJumpsLeaveJumpsWithinDoNot) {
+TEST(ReturnSitesTest, ReturnsAreSitesTailCallsAreCountedJumpsWithinAreNeither) {
   const std::vector<uint8_t> code = {
       0x55,                                // 0x1000 push %rbp
       0x85, 0xff,                          // 0x1001 test %edi,%edi
@@ -37,15 +37,16 @@ TEST(ReturnSitesTest, ReturnsAndTailJumpsLeaveJumpsWithinDoNot) {
   };
   absl::StatusOr<ReturnSites> sites = FindReturnSites({kStart, code}, {kCold, cold});
   ASSERT_TRUE(sites.ok()) << sites.status();
-  EXPECT_EQ(sites->addresses, (std::vector<uint64_t>{0x1006, 0x1008, 0x101a, 0x101c, 0x300c}));
-  EXPECT_EQ(sites->conditional_exits, 1u);
+  EXPECT_EQ(sites->addresses, (std::vector<uint64_t>{0x1006, 0x101a, 0x101c, 0x300c}));
+  EXPECT_EQ(sites->tail_calls, 2u);  // the jmp and the jne to 0x2001
 }
 
 TEST(ReturnSitesTest, WithoutAColdPartAJumpThereLeaves) {
   const std::vector<uint8_t> code = {0xe9, 0xfb, 0x1f, 0x00, 0x00};  // jmp 0x3000
   absl::StatusOr<ReturnSites> sites = FindReturnSites({kStart, code}, {});
   ASSERT_TRUE(sites.ok()) << sites.status();
-  EXPECT_EQ(sites->addresses, std::vector<uint64_t>{kStart});
+  EXPECT_TRUE(sites->addresses.empty());
+  EXPECT_EQ(sites->tail_calls, 1u);
 }
 
 TEST(ReturnSitesTest, BytesThatDoNotDecodeAreAnErrorNamingWhere) {
