@@ -254,7 +254,7 @@ void ProbeLinks::AttachEach(const probes::ProbePlan& plan, bool system_wide,
         ProgramFor(objects_->skeleton->get(), site.program),
         system_wide ? -1 : static_cast<int>(site.pid), site.path.c_str(), site.file_offset, &opts);
     if (link == nullptr) {
-      warnings->push_back(AttachWarning(site, std::strerror(errno)));
+      warnings->push_back(AttachWarning(site, UprobeErrnoText(errno)));
       continue;
     }
     objects_->links.emplace_back(link);

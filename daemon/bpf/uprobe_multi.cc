@@ -94,9 +94,15 @@ absl::StatusOr<ScopedFd> AttachUprobeMulti(int program_fd, const UprobeMultiSite
                             .pid = sites.pid}));
   if (!link.valid()) {
     return absl::InternalError(fmt::format("uprobe multi-link, {} site(s) in {}: {}",
-                                           sites.offsets.size(), sites.path, std::strerror(errno)));
+                                           sites.offsets.size(), sites.path,
+                                           UprobeErrnoText(errno)));
   }
   return link;
+}
+
+std::string UprobeErrnoText(int error) {
+  if (error == 524) return "the kernel cannot place a uprobe on this instruction (ENOTSUPP, 524)";
+  return std::strerror(error);
 }
 
 }  // namespace loupe::bpf

@@ -36,6 +36,10 @@ struct UprobeMultiSites {
 // One link for every site; fails as a whole if one site cannot be placed.
 absl::StatusOr<ScopedFd> AttachUprobeMulti(int program_fd, const UprobeMultiSites& sites);
 
+// An attach's errno in words, the kernel's own ENOTSUPP (524) too, which
+// strerror calls "Unknown error 524".
+std::string UprobeErrnoText(int error);
+
 }  // namespace loupe::bpf
 
 #endif  // LOUPE_DAEMON_BPF_UPROBE_MULTI_H_

@@ -308,6 +308,12 @@ class Planner {
     }
     absl::StatusOr<uint64_t> offset = file->FileOffset(symbol->address + request.offset);
     if (!offset.ok()) return warn(MessageOf(offset.status()));
+    const uint64_t entry = symbol->address + request.offset;
+    if (absl::Status probeable = CanCarryUprobe({entry, file->BytesAt(entry, 16)});
+        !probeable.ok()) {
+      return warn(fmt::format("not placed: {}; choose another instruction with +OFFSET",
+                              MessageOf(probeable)));
+    }
     if (!EmulatedEntry(file->BytesAt(symbol->address + request.offset, 5))) {
       plan_.slow_entries.push_back(fmt::format("{}:{}", object, request.symbol));
     }
@@ -321,22 +327,39 @@ class Planner {
                                .file_offset = *offset,
                                .cookie = id << 8 | request.arg_count,
                                .pid = pid};
-    Attach(attachment);
-    if (!request.with_return) return;
-    attachment.cookie = id << 8;
-    if (!file->HasExceptionTables()) {
-      attachment.program = ProbeProgram::kUprobeReturn;
+    if (!request.with_return) {
       Attach(attachment);
       return;
     }
     // The kernel's return probe would kill the program the first time an
-    // exception unwinds through the call (return_sites.h).
+    // exception unwinds through the call, whatever file the function is in
+    // (a C library's function that calls back into C++): its returns are
+    // probed at its own return instructions instead (return_sites.h).
     absl::StatusOr<ReturnSites> sites = ReturnSitesOf(*file, request.symbol, *symbol);
+    if (sites.ok() && sites->addresses.empty()) {
+      // Its callee's return is its own: only the kernel's probe would see
+      // it, and a C callee that calls back into C++ that throws dies of it.
+      return warn(fmt::format("not placed: {} has no return instruction of its own (it leaves "
+                              "only by tail calls, {} of them): probe the function it jumps to",
+                              request.symbol, sites->tail_calls));
+    }
+    if (!sites.ok() && file->HasExceptionTables()) {
+      return warn(fmt::format("not placed: its returns cannot be probed safely ({}), and the "
+                              "kernel's return probe would crash the program when an exception "
+                              "unwinds through {} ({} has exception tables)",
+                              MessageOf(sites.status()), request.symbol, object));
+    }
+    Attach(attachment);
+    attachment.cookie = id << 8;
     if (!sites.ok()) {
-      return warn(fmt::format("its returns are not probed: {} has exception tables, so the "
-                              "kernel's return probe would crash it when an exception unwinds "
-                              "through {}, and its return instructions could not be found: {}",
-                              object, request.symbol, MessageOf(sites.status())));
+      // No exception tables: no exception is expected through it, and the
+      // kernel's probe sees every return, tail calls' too.
+      warn(fmt::format("its returns are probed by the kernel's return probe ({}), which kills "
+                       "the program if a C++ exception ever unwinds through {}",
+                       MessageOf(sites.status()), request.symbol));
+      attachment.program = ProbeProgram::kUprobeReturn;
+      Attach(attachment);
+      return;
     }
     attachment.program = ProbeProgram::kUprobeReturnSite;
     for (uint64_t address : sites->addresses) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace loupe::probes {
 namespace {
@@ -30,6 +31,12 @@ std::optional<uint64_t> DirectTarget(const cs_insn& insn) {
   return static_cast<uint64_t>(x86.operands[0].imm);
 }
 
+bool IsTailCallThroughMemory(const cs_insn& insn) {
+  const cs_x86& x86 = insn.detail->x86;
+  return x86.op_count == 1 && x86.operands[0].type == X86_OP_MEM &&
+         x86.operands[0].mem.index == X86_REG_INVALID;
+}
+
 bool IsConditionalJump(unsigned id) {
   switch (id) {
     case X86_INS_JAE: case X86_INS_JA: case X86_INS_JBE: case X86_INS_JB: case X86_INS_JCXZ:
@@ -44,14 +51,45 @@ bool IsConditionalJump(unsigned id) {
 
 }  // namespace
 
-absl::StatusOr<ReturnSites> FindReturnSites(const CodeRange& function, const CodeRange& cold) {
+static absl::StatusOr<std::unique_ptr<csh, HandleClose>> OpenDecoder() {
   std::unique_ptr<csh, HandleClose> handle(new csh(0));
   if (cs_open(CS_ARCH_X86, CS_MODE_64, handle.get()) != CS_ERR_OK) {
     return absl::InternalError("capstone: cannot open an x86-64 decoder");
   }
   cs_option(*handle, CS_OPT_DETAIL, CS_OPT_ON);
+  return handle;
+}
+
+absl::Status CanCarryUprobe(const CodeRange& at) {
+  absl::StatusOr<std::unique_ptr<csh, HandleClose>> handle = OpenDecoder();
+  if (!handle.ok()) return handle.status();
+  std::unique_ptr<cs_insn, InsnFree> insn(cs_malloc(**handle));
+  const uint8_t* code = at.bytes.data();
+  size_t left = at.bytes.size();
+  uint64_t address = at.address;
+  if (!cs_disasm_iter(**handle, &code, &left, &address, insn.get())) {
+    return absl::InvalidArgumentError(
+        fmt::format("the bytes at {:#x} are no instruction", at.address));
+  }
+  if (insn->detail->x86.prefix[0] == X86_PREFIX_LOCK) {
+    return absl::InvalidArgumentError(fmt::format(
+        "its instruction at {:#x} ({} {}) is lock-prefixed, which the kernel will not probe",
+        at.address, insn->mnemonic, insn->op_str));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReturnSites> FindReturnSites(const CodeRange& function, const CodeRange& cold) {
+  absl::StatusOr<std::unique_ptr<csh, HandleClose>> decoder = OpenDecoder();
+  if (!decoder.ok()) return decoder.status();
+  std::unique_ptr<csh, HandleClose> handle = *std::move(decoder);
   std::unique_ptr<cs_insn, InsnFree> insn(cs_malloc(*handle));
   ReturnSites sites;
+  // Decoded in a straight line, bytes that are data (or an instruction
+  // jumped into the middle of) read as other instructions, among them a
+  // ret that is not one: a probe there would corrupt the code. Every
+  // direct branch into the function must land where an instruction begins.
+  std::set<uint64_t> starts, targets;
   for (const CodeRange* range : {&function, &cold}) {
     const uint8_t* code = range->bytes.data();
     size_t left = range->bytes.size();
@@ -61,17 +99,34 @@ absl::StatusOr<ReturnSites> FindReturnSites(const CodeRange& function, const Cod
         return absl::InvalidArgumentError(fmt::format(
             "cannot decode the instruction at {:#x} (+{:#x})", address, address - range->address));
       }
+      starts.insert(insn->address);
       const unsigned id = insn->id;
       if (id == X86_INS_RET) {
         sites.addresses.push_back(insn->address);
         continue;
       }
-      if (id != X86_INS_JMP && !IsConditionalJump(id)) continue;
+      if (id != X86_INS_JMP && id != X86_INS_CALL && !IsConditionalJump(id)) continue;
       const std::optional<uint64_t> target = DirectTarget(*insn);
-      // Indirect jumps are switch tables within the function far more
-      // often than tail calls through a pointer: not taken for exits.
-      if (!target || Inside(*target, function) || Inside(*target, cold)) continue;
-      ++sites.tail_calls;
+      if (!target) {
+        // Through a pointer in memory with no index (a GOT slot, a vtable):
+        // another function. Through a register, or a table by index: a
+        // switch within this one far more often than a tail call.
+        if (id == X86_INS_JMP && IsTailCallThroughMemory(*insn)) ++sites.tail_calls;
+        continue;
+      }
+      if (Inside(*target, function) || Inside(*target, cold)) {
+        targets.insert(*target);
+      } else if (id != X86_INS_CALL) {
+        ++sites.tail_calls;
+      }
+    }
+  }
+  for (uint64_t target : targets) {
+    if (!starts.contains(target)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "a jump lands at {:#x}, inside what reads as another instruction: data or "
+          "overlapping code, so its return instructions cannot be told",
+          target));
     }
   }
   return sites;

@@ -33,8 +33,14 @@ struct ReturnSites {
 
 // Decodes x86-64 `function` and, if the compiler split it, its `.cold`
 // part (a jump into either is not a way out). An instruction that cannot be
-// decoded is an error: a site placed inside an instruction corrupts it.
+// decoded, or a branch that lands inside a decoded instruction (data in the
+// code, overlapping instructions), is an error: a site placed inside an
+// instruction corrupts it.
 absl::StatusOr<ReturnSites> FindReturnSites(const CodeRange& function, const CodeRange& cold);
+
+// Whether the kernel will place a uprobe on the instruction `at` begins
+// with: x86's uprobes refuse a lock-prefixed one (ENOTSUPP at attach).
+absl::Status CanCarryUprobe(const CodeRange& at);
 
 }  // namespace loupe::probes
 

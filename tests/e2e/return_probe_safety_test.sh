@@ -4,9 +4,9 @@
 # unwinding through the call finds no frame info there (std::terminate),
 # and Go's runtime, which reads return addresses when it grows or scans a
 # goroutine's stack, dies on it ("fatal error: unknown caller pc").
-# - C++ (a file with exception tables): the returns are probed at the
-#   function's own return instructions; every call that returned is seen
-#   to, exactly, and the calls an exception left are not.
+# - The returns are probed at the function's own return instructions, in
+#   C++ and in a C library that calls back into C++ alike: every call that
+#   returned is seen to, exactly, and the calls an exception left are not.
 # - Go: refused, with a note in the trace; an entry probe still works.
 set -euo pipefail
 tracectl=$1 throw_through=$2 source=$3
@@ -22,24 +22,29 @@ trap 'kill "${pids[@]}" 2> /dev/null; rm -rf "$work"' EXIT
 export LOUPE_SOCKET=$work/no-louped.sock  # embedded
 count() { grep -o "$1=[0-9]*" "$2" | cut -d= -f2 || echo 0; }
 
-# C++: 3000 calls of handle_request, every third left by an exception.
-mkfifo "$work/cpp.in"
-"$throw_through" 3000 < "$work/cpp.in" > "$work/cpp.out" 2>&1 &
-pids+=($!)
-cpp=$!
-exec {cpp_in}> "$work/cpp.in"
-until grep -q ready "$work/cpp.out"; do sleep 0.05; done
-"$tracectl" attach "$cpp" --duration 2s --output "$work/cpp" -q \
-  --uprobe "$throw_through:_Z14handle_requestl%return" > "$work/cpp.attach" 2>&1 &
-tracer=$!
-until grep -q "probe site" "$work/cpp.attach"; do sleep 0.05; done
-echo go >&"$cpp_in"
-wait "$tracer" || fail "attach: $(cat "$work/cpp.attach")"
-kill -0 "$cpp" 2> /dev/null || fail "the C++ program died: $(tail -3 "$work/cpp.out")"
-grep -q "done 2000 1000" "$work/cpp.out" || fail "the C++ program: $(cat "$work/cpp.out")"
-"$tracectl" verify "$work/cpp" > "$work/cpp.verify" || fail "verify: $(cat "$work/cpp.verify")"
-[ "$(count uprobe_entry "$work/cpp.verify")" = 3000 ] || fail "entries: $(cat "$work/cpp.verify")"
-[ "$(count uprobe_return "$work/cpp.verify")" = 2000 ] || fail "returns: $(cat "$work/cpp.verify")"
+# cpp NAME PROBE: 3000 calls, every third left by an exception, traced
+# with a return probe on PROBE: 3000 entries, exactly 2000 returns.
+cpp() {
+  mkfifo "$work/$1.in"
+  "$throw_through" 3000 < "$work/$1.in" > "$work/$1.out" 2>&1 &
+  local app=$!
+  pids+=($app)
+  exec {app_in}> "$work/$1.in"
+  until grep -q ready "$work/$1.out"; do sleep 0.05; done
+  "$tracectl" attach "$app" --duration 2s --output "$work/$1" -q --uprobe "$2" \
+    > "$work/$1.attach" 2>&1 &
+  local tracer=$!
+  until grep -q "probe site" "$work/$1.attach"; do sleep 0.05; done
+  echo go >&"$app_in"
+  wait "$tracer" || fail "attach: $(cat "$work/$1.attach")"
+  kill -0 "$app" 2> /dev/null || fail "the program died under $2: $(tail -3 "$work/$1.out")"
+  grep -q "done 2000 1000" "$work/$1.out" || fail "the program under $2: $(cat "$work/$1.out")"
+  "$tracectl" verify "$work/$1" > "$work/$1.verify" || fail "verify: $(cat "$work/$1.verify")"
+  [ "$(count uprobe_entry "$work/$1.verify")" = 3000 ] || fail "entries: $(cat "$work/$1.verify")"
+  [ "$(count uprobe_return "$work/$1.verify")" = 2000 ] || fail "returns: $(cat "$work/$1.verify")"
+}
+cpp cpp "$throw_through:_Z14handle_requestl%return"
+cpp c_lib "libcallback_lib:run_callback%return"
 
 # Go: stacks that grow and a GC every few calls.
 (cd "$source/tests/testprogs/go_stacks" &&

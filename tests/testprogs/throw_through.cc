@@ -1,7 +1,9 @@
-// Calls handle_request() <count> times after the go line; every third call throws
-// from step(), through handle_request(), to main's catch. Return probes on it
-// must let the exceptions through (return_sites.h). Prints "ready <pid>",
-// then "done <returned> <thrown>", then waits for stdin to close.
+// Calls handle_request() <count> times after the go line, each through
+// callback_lib's run_callback (C); every third call throws from step(),
+// through handle_request() and run_callback(), to main's catch. Return
+// probes on either must let the exceptions through (return_sites.h).
+// Prints "ready <pid>", then "done <returned> <thrown>", then waits for
+// stdin to close.
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,6 +24,8 @@ __attribute__((noipa)) long step(long i) {
 
 }  // namespace
 
+extern "C" long run_callback(long (*callback)(long), long x);
+
 // Its own cleanup (the string) makes a landing pad the unwinder stops in
 // on its way through. noipa: no clone under another name to probe instead.
 __attribute__((noipa)) long handle_request(long i) {
@@ -38,7 +42,7 @@ int main(int argc, char** argv) {
   long returned = 0, thrown = 0;
   for (long i = 0; i < count; ++i) {
     try {
-      handle_request(i);
+      run_callback(handle_request, i);
       ++returned;
     } catch (const std::runtime_error&) {
       ++thrown;

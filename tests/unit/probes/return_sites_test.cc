@@ -28,17 +28,20 @@ TEST(ReturnSitesTest, ReturnsAreSitesTailCallsAreCountedJumpsWithinAreNeither) {
       0xff, 0xe0,                          // 0x1018 jmp *%rax (a switch, most likely)
       0xf3, 0xc3,                          // 0x101a repz ret
       0xc2, 0x08, 0x00,                    // 0x101c ret $8
+      0xff, 0x25, 0x00, 0x10, 0x00, 0x00,  // 0x101f jmp *0x1000(%rip) (a GOT slot: a tail call)
+      0xff, 0x24, 0xc5, 0x00, 0x40, 0x00, 0x00,  // 0x1025 jmp *0x4000(,%rax,8) (a switch)
+      0xff, 0x60, 0x10,                    // 0x102c jmp *0x10(%rax) (a vtable: a tail call)
   };
   const std::vector<uint8_t> cold = {
       0xe8, 0x00, 0x00, 0x00, 0x00,  // 0x3000 call 0x3005
       0xeb, 0xf9,                    // 0x3005 jmp 0x3000 (within .cold)
-      0xe9, 0x00, 0xe0, 0xff, 0xff,  // 0x3007 jmp 0x100c (back into the function)
+      0xe9, 0xfb, 0xdf, 0xff, 0xff,  // 0x3007 jmp 0x1007 (back into the function)
       0xc3,                          // 0x300c ret
   };
   absl::StatusOr<ReturnSites> sites = FindReturnSites({kStart, code}, {kCold, cold});
   ASSERT_TRUE(sites.ok()) << sites.status();
   EXPECT_EQ(sites->addresses, (std::vector<uint64_t>{0x1006, 0x101a, 0x101c, 0x300c}));
-  EXPECT_EQ(sites->tail_calls, 2u);  // the jmp and the jne to 0x2001
+  EXPECT_EQ(sites->tail_calls, 4u);  // to 0x2001 (jmp, jne), through the GOT and the vtable
 }
 
 TEST(ReturnSitesTest, WithoutAColdPartAJumpThereLeaves) {
@@ -55,6 +58,32 @@ TEST(ReturnSitesTest, BytesThatDoNotDecodeAreAnErrorNamingWhere) {
   ASSERT_FALSE(sites.ok());
   EXPECT_NE(sites.status().message().find("0x1001 (+0x1)"), std::string::npos)
       << sites.status();
+}
+
+// Hand-written code that jumps over a data byte: read in a straight line,
+// the byte swallows the next instruction's first byte, and its immediate
+// 0xc3 reads as a ret. The jump's target gives it away.
+TEST(ReturnSitesTest, ABranchIntoTheMiddleOfAnInstructionRefusesTheFunction) {
+  const std::vector<uint8_t> code = {
+      0xeb, 0x01,                    // 0x1000 jmp 0x1003
+      0x04,                          // 0x1002 data (reads as add $imm8,%al)
+      0xb9, 0xc3, 0x00, 0x00, 0x00,  // 0x1003 mov $0xc3,%ecx
+      0xc3,                          // 0x1008 ret
+  };
+  absl::StatusOr<ReturnSites> sites = FindReturnSites({kStart, code}, {});
+  ASSERT_FALSE(sites.ok());
+  EXPECT_NE(sites.status().message().find("0x1003"), std::string::npos) << sites.status();
+}
+
+// x86's uprobes refuse a lock-prefixed instruction (ENOTSUPP at attach,
+// "Unknown error 524"): said at planning, with the instruction.
+TEST(ReturnSitesTest, ALockPrefixedFirstInstructionCannotCarryAUprobe) {
+  const std::vector<uint8_t> locked = {0xf0, 0x48, 0x83, 0x05, 0x07, 0x32, 0x00, 0x00, 0x01};
+  const absl::Status status = CanCarryUprobe({kStart, locked});
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("lock-prefixed"), std::string::npos) << status;
+  const std::vector<uint8_t> push = {0x55, 0x48, 0x89, 0xe5};
+  EXPECT_TRUE(CanCarryUprobe({kStart, push}).ok());
 }
 
 }  // namespace
