@@ -31,6 +31,18 @@ bool IsName(std::string_view text, bool globs) {
   return true;
 }
 
+// A symbol as linkers write them: C and mangled C++ names, and Go's
+// (net/http.(*conn).serve, main.F[...], runtime·x): anything printable but
+// the separators of the spec itself.
+bool IsSymbol(std::string_view text) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte <= 0x20 || byte == 0x7f || c == ':' || c == '+' || c == '%') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool GlobMatch(std::string_view pattern, std::string_view text) {
@@ -103,7 +115,7 @@ absl::StatusOr<UprobeRequest> ParseUprobeRequest(std::string_view text) {
     }
     symbol = symbol.substr(0, plus);
   }
-  if (!IsName(symbol, false)) return bad("the symbol is empty or has odd characters");
+  if (!IsSymbol(symbol)) return bad("the symbol is empty or has a space or a control character");
   request.symbol = std::string(symbol);
   return request;
 }

@@ -1,5 +1,6 @@
 #include "daemon/probes/probe_spec.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "daemon/probes/probe_plan.h"
@@ -43,8 +44,15 @@ TEST(ProbeSpecTest, UprobeRequests) {
   EXPECT_EQ(full->offset, 16u);
   EXPECT_EQ(full->arg_count, 3u);
   EXPECT_TRUE(full->with_return);
+  // Go's symbols: package paths, pointer receivers, generics.
+  for (const char* go : {"net/http.(*conn).serve", "main.F[go.shape.int]", "main.(*T).M-fm"}) {
+    auto request = ParseUprobeRequest(fmt::format("/srv/server:{}(2)", go));
+    ASSERT_TRUE(request.ok()) << go << ": " << request.status();
+    EXPECT_EQ(request->symbol, go);
+    EXPECT_EQ(request->arg_count, 2u);
+  }
   for (const char* bad : {"malloc", ":malloc", "libc:", "libc:malloc(7)", "libc:malloc(x)",
-                          "libc:malloc+zz", "libc:mal loc"}) {
+                          "libc:malloc+zz", "libc:mal loc", "libc:mal\tloc"}) {
     auto request = ParseUprobeRequest(bad);
     ASSERT_FALSE(request.ok()) << bad;
     EXPECT_NE(request.status().ToString().find(bad), std::string::npos) << request.status();
