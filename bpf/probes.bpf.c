@@ -240,7 +240,10 @@ int handle_uprobe_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 ax, bx, cx, dx, di, si, r8, r9;
+	const struct loupe_user_regs *regs;
 	struct loupe_uprobe_event *rec;
+	bool go;
 
 	if (!wanted(id))
 		return 0;
@@ -250,13 +253,26 @@ int handle_uprobe_entry(struct pt_regs *ctx)
 	rec->tid = (__u32)id;
 	rec->tgid = id >> 32;
 	rec->probe = cookie >> 8;
-	rec->arg_count = cookie & 0xff;
-	rec->values[0] = user_regs(ctx)->di;
-	rec->values[1] = user_regs(ctx)->si;
-	rec->values[2] = user_regs(ctx)->dx;
-	rec->values[3] = user_regs(ctx)->cx;
-	rec->values[4] = user_regs(ctx)->r8;
-	rec->values[5] = user_regs(ctx)->r9;
+	rec->arg_count = cookie & 0xff & ~LOUPE_UPROBE_GO_ABI;
+	/* Every register read first, each at its fixed offset in the context:
+	 * read in the branches, clang shares a moved context pointer between
+	 * them, which the verifier refuses. */
+	regs = user_regs(ctx);
+	ax = regs->ax;
+	bx = regs->bx;
+	cx = regs->cx;
+	dx = regs->dx;
+	di = regs->di;
+	si = regs->si;
+	r8 = regs->r8;
+	r9 = regs->r9;
+	go = (cookie & LOUPE_UPROBE_GO_ABI) != 0;
+	rec->values[0] = go ? ax : di;
+	rec->values[1] = go ? bx : si;
+	rec->values[2] = go ? cx : dx;
+	rec->values[3] = go ? di : cx;
+	rec->values[4] = go ? si : r8;
+	rec->values[5] = go ? r8 : r9;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -256,8 +256,11 @@ struct loupe_usdt_event {
 	char string[LOUPE_USDT_MAX_STRING + 2]; /* one more and the NUL, to tell a cut */
 };
 
-/* The uprobe's bpf cookie: probe id << 8 | integer arguments to capture. */
+/* The uprobe's bpf cookie: probe id << 8 | integer arguments to capture,
+ * with LOUPE_UPROBE_GO_ABI set for a Go function, whose integer arguments
+ * come in rax, rbx, rcx, rdi, rsi, r8 (Go's register ABI), not the C ABI's. */
 #define LOUPE_UPROBE_MAX_ARGS 6
+#define LOUPE_UPROBE_GO_ABI 0x80
 struct loupe_uprobe_event {
 	struct loupe_record_header hdr;
 	__u32 tid;

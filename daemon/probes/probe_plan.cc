@@ -14,7 +14,7 @@
 #include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
 #include "daemon/probes/elf_file.h"
-#include "daemon/probes/return_sites.h"
+#include "daemon/probes/x86_sites.h"
 
 namespace loupe::probes {
 namespace {
@@ -306,15 +306,22 @@ class Planner {
       return warn(fmt::format("offset {:#x} is past the end of {} ({} bytes)", request.offset,
                               request.symbol, symbol->size));
     }
-    absl::StatusOr<uint64_t> offset = file->FileOffset(symbol->address + request.offset);
+    const bool go = file->IsGo();
+    uint64_t entry = symbol->address + request.offset;
+    if (go && request.offset == 0) {
+      // Past the stack check: growing the stack restarts the function at
+      // its first instruction, which a probe there would count twice.
+      const std::vector<uint8_t> start = file->BytesAt(entry, 64);
+      if (std::optional<uint64_t> checked = GoStackCheckEnd({entry, start})) entry = *checked;
+    }
+    absl::StatusOr<uint64_t> offset = file->FileOffset(entry);
     if (!offset.ok()) return warn(MessageOf(offset.status()));
-    const uint64_t entry = symbol->address + request.offset;
     if (absl::Status probeable = CanCarryUprobe({entry, file->BytesAt(entry, 16)});
         !probeable.ok()) {
       return warn(fmt::format("not placed: {}; choose another instruction with +OFFSET",
                               MessageOf(probeable)));
     }
-    if (!EmulatedEntry(file->BytesAt(symbol->address + request.offset, 5))) {
+    if (!EmulatedEntry(file->BytesAt(entry, 5))) {
       plan_.slow_entries.push_back(fmt::format("{}:{}", object, request.symbol));
     }
     const std::string name =
@@ -325,7 +332,8 @@ class Planner {
     ProbeAttachment attachment{.program = ProbeProgram::kUprobeEntry,
                                .path = file->path(),
                                .file_offset = *offset,
-                               .cookie = id << 8 | request.arg_count,
+                               .cookie = id << 8 | request.arg_count |
+                                         (go ? LOUPE_UPROBE_GO_ABI : 0u),
                                .pid = pid};
     if (!request.with_return) {
       Attach(attachment);
@@ -334,7 +342,7 @@ class Planner {
     // The kernel's return probe would kill the program the first time an
     // exception unwinds through the call, whatever file the function is in
     // (a C library's function that calls back into C++): its returns are
-    // probed at its own return instructions instead (return_sites.h).
+    // probed at its own return instructions instead (x86_sites.h).
     absl::StatusOr<ReturnSites> sites = ReturnSitesOf(*file, request.symbol, *symbol);
     if (sites.ok() && sites->addresses.empty()) {
       // Its callee's return is its own: only the kernel's probe would see

@@ -31,7 +31,7 @@ enum class ProbeProgram {
   kUprobeEntry,
   kUprobeReturn,  // the kernel's return probe (a uretprobe)
   // The same program as a uprobe on an instruction that leaves the
-  // function (return_sites.h): for code that exceptions unwind through.
+  // function (x86_sites.h): for code that exceptions unwind through.
   kUprobeReturnSite,
 };
 

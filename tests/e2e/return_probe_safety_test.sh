@@ -50,24 +50,42 @@ cpp c_lib "libcallback_lib:run_callback%return"
 (cd "$source/tests/testprogs/go_stacks" &&
   GOCACHE=$work/gocache GOPATH=$work/gopath GOFLAGS=-mod=mod go build -o "$work/go_stacks" .) \
   || fail "go build of tests/testprogs/go_stacks"
-# go_run NAME PROBE: traces the program for 2 s asking for PROBE; the
-# program must then finish on its own ("done", exit 0).
+# go_run NAME PROBE...: 4000 calls of main.work traced with the probes;
+# the program must then finish on its own ("done", exit 0).
 go_run() {
-  "$work/go_stacks" 4 > "$work/$1.out" 2>&1 &
+  local name=$1 specs=()
+  shift
+  for spec in "$@"; do specs+=(--uprobe "$spec"); done
+  mkfifo "$work/$name.in"
+  "$work/go_stacks" 4000 < "$work/$name.in" > "$work/$name.out" 2>&1 &
   local app=$!
   pids+=($app)
-  until grep -q ready "$work/$1.out"; do sleep 0.05; done
-  "$tracectl" attach "$app" --duration 2s --output "$work/$1" -q --uprobe "$2" \
-    > "$work/$1.attach" 2>&1 || fail "attach with $2: $(cat "$work/$1.attach")"
-  wait "$app" || fail "the Go program died under $2: $(grep -m3 -E 'fatal|unexpected' "$work/$1.out")"
-  grep -q done "$work/$1.out" || fail "the Go program did not finish under $2"
-  "$tracectl" verify "$work/$1" > "$work/$1.verify" || fail "verify: $(cat "$work/$1.verify")"
+  exec {app_in}> "$work/$name.in"
+  until grep -q ready "$work/$name.out"; do sleep 0.05; done
+  "$tracectl" attach "$app" --duration 3s --output "$work/$name" -q "${specs[@]}" \
+    > "$work/$name.attach" 2>&1 &
+  local tracer=$!
+  until grep -q "probe site" "$work/$name.attach"; do sleep 0.05; done
+  echo go >&"$app_in"
+  wait "$tracer" || fail "attach with $*: $(cat "$work/$name.attach")"
+  wait "$app" || fail "the Go program died under $*: $(grep -m3 -E 'fatal|unexpected' "$work/$name.out")"
+  grep -q "done 4000" "$work/$name.out" || fail "the Go program did not finish under $*"
+  "$tracectl" verify "$work/$name" > "$work/$name.verify" || fail "verify: $(cat "$work/$name.verify")"
 }
-go_run return "$work/go_stacks:main.work%return"
+# main.work's returns refused with a note; each call's entry once, though
+# growing its stack restarts it at its first instruction, with its
+# argument from Go's registers.
+go_run go "$work/go_stacks:main.work%return" "$work/go_stacks:main.work(1)"
 grep -q "note: --uprobe '$work/go_stacks:main.work%return' .*is a Go program: a return probe would crash it" \
-  "$work/return.verify" || fail "the trace does not say why: $(cat "$work/return.verify")"
-grep -q "uprobe_return=" "$work/return.verify" && fail "a return probe fired in a Go program"
-go_run entry "$work/go_stacks:main.work"
-grep -Eq "uprobe_entry=[1-9]" "$work/entry.verify" \
-  || fail "the entry probe did not fire: $(cat "$work/entry.verify")"
+  "$work/go.verify" || fail "the trace does not say why: $(cat "$work/go.verify")"
+grep -q "uprobe_return=" "$work/go.verify" && fail "a return probe fired in a Go program"
+[ "$(count uprobe_entry "$work/go.verify")" = 4000 ] \
+  || fail "4000 calls of main.work, not: $(cat "$work/go.verify")"
+"$tracectl" export --format json "$work/go" -o "$work/go.jsonl" > /dev/null
+python3 - "$work/go.jsonl" << 'EOF'
+import json, sys
+args = sorted(e["args"][0] for e in map(json.loads, open(sys.argv[1])) if e["kind"] == "uprobe_entry")
+if args != list(range(4000)):
+    sys.exit(f"FAIL: main.work's arguments are not 0..3999: {args[:5]} ... {args[-5:]}")
+EOF
 echo PASS

@@ -435,7 +435,7 @@ TEST(UprobeTest, SitesOfOneFileAndProgramShareLinksOfBoundedSize) {
   const std::multiset<std::string> during = LinkTypes();
   if (bpf::UprobeMultiSupported()) {
     // 23 entries (sleep_2ms's for its latency): two links; the return
-    // probe, a uprobe on sleep_2ms's return instruction (return_sites.h),
+    // probe, a uprobe on sleep_2ms's return instruction (x86_sites.h),
     // in a third: no kernel return probe.
     static_assert(bpf::kMaxSitesPerLink == 16);
     EXPECT_EQ(during.count("uprobe_multi") - before.count("uprobe_multi"), 3u);

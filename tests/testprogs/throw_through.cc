@@ -1,7 +1,7 @@
 // Calls handle_request() <count> times after the go line, each through
 // callback_lib's run_callback (C); every third call throws from step(),
 // through handle_request() and run_callback(), to main's catch. Return
-// probes on either must let the exceptions through (return_sites.h).
+// probes on either must let the exceptions through (x86_sites.h).
 // Prints "ready <pid>", then "done <returned> <thrown>", then waits for
 // stdin to close.
 #include <unistd.h>

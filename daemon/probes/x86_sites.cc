@@ -1,4 +1,4 @@
-#include "daemon/probes/return_sites.h"
+#include "daemon/probes/x86_sites.h"
 
 #include <capstone/capstone.h>
 #include <fmt/format.h>
@@ -77,6 +77,34 @@ absl::Status CanCarryUprobe(const CodeRange& at) {
         at.address, insn->mnemonic, insn->op_str));
   }
   return absl::OkStatus();
+}
+
+std::optional<uint64_t> GoStackCheckEnd(const CodeRange& function) {
+  absl::StatusOr<std::unique_ptr<csh, HandleClose>> handle = OpenDecoder();
+  if (!handle.ok()) return std::nullopt;
+  std::unique_ptr<cs_insn, InsnFree> insn(cs_malloc(**handle));
+  const uint8_t* code = function.bytes.data();
+  size_t left = function.bytes.size();
+  uint64_t address = function.address;
+  bool compared_with_guard = false;
+  // The check is the first thing: CMPQ SP, 16(R14); JLS — for a big frame
+  // SP less the frame in R12 first (MOVQ SP, R12; SUBQ $n, R12; JCS; ...).
+  for (int i = 0; i < 8 && cs_disasm_iter(**handle, &code, &left, &address, insn.get()); ++i) {
+    const cs_x86& x86 = insn->detail->x86;
+    if (insn->id == X86_INS_CMP && x86.op_count == 2) {
+      for (int op = 0; op < 2; ++op) {
+        const cs_x86_op& operand = x86.operands[op];
+        if (operand.type == X86_OP_MEM && operand.mem.base == X86_REG_R14 &&
+            operand.mem.disp == 16) {
+          compared_with_guard = true;
+        }
+      }
+      continue;
+    }
+    if (compared_with_guard && IsConditionalJump(insn->id)) return address;  // the next one
+    if (compared_with_guard) return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<ReturnSites> FindReturnSites(const CodeRange& function, const CodeRange& cold) {

@@ -1,12 +1,14 @@
-// The instructions a function returns by, decoded from hand-assembled
-// x86-64: its returns are sites; jumps out of it (tail calls, conditional
-// or not) are counted, jumps within it or into its .cold part are not; and
-// bytes that do not decode are an error rather than a guess.
-#include "daemon/probes/return_sites.h"
+// Sites in hand-assembled x86-64: return instructions are return sites;
+// jumps out (tail calls) are counted, jumps within or into the .cold part
+// are not; bytes that do not decode, or a branch into the middle of an
+// instruction, are an error rather than a guess; lock-prefixed entries and
+// Go prologues are recognised.
+#include "daemon/probes/x86_sites.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace loupe::probes {
@@ -14,7 +16,7 @@ namespace {
 
 constexpr uint64_t kStart = 0x1000, kCold = 0x3000;
 
-TEST(ReturnSitesTest, ReturnsAreSitesTailCallsAreCountedJumpsWithinAreNeither) {
+TEST(X86SitesTest, ReturnsAreSitesTailCallsAreCountedJumpsWithinAreNeither) {
   const std::vector<uint8_t> code = {
       0x55,                                // 0x1000 push %rbp
       0x85, 0xff,                          // 0x1001 test %edi,%edi
@@ -44,7 +46,7 @@ TEST(ReturnSitesTest, ReturnsAreSitesTailCallsAreCountedJumpsWithinAreNeither) {
   EXPECT_EQ(sites->tail_calls, 4u);  // to 0x2001 (jmp, jne), through the GOT and the vtable
 }
 
-TEST(ReturnSitesTest, WithoutAColdPartAJumpThereLeaves) {
+TEST(X86SitesTest, WithoutAColdPartAJumpThereLeaves) {
   const std::vector<uint8_t> code = {0xe9, 0xfb, 0x1f, 0x00, 0x00};  // jmp 0x3000
   absl::StatusOr<ReturnSites> sites = FindReturnSites({kStart, code}, {});
   ASSERT_TRUE(sites.ok()) << sites.status();
@@ -52,7 +54,7 @@ TEST(ReturnSitesTest, WithoutAColdPartAJumpThereLeaves) {
   EXPECT_EQ(sites->tail_calls, 1u);
 }
 
-TEST(ReturnSitesTest, BytesThatDoNotDecodeAreAnErrorNamingWhere) {
+TEST(X86SitesTest, BytesThatDoNotDecodeAreAnErrorNamingWhere) {
   const std::vector<uint8_t> code = {0x90, 0x06};  // nop, then push %es: none in 64-bit mode
   absl::StatusOr<ReturnSites> sites = FindReturnSites({kStart, code}, {});
   ASSERT_FALSE(sites.ok());
@@ -63,7 +65,7 @@ TEST(ReturnSitesTest, BytesThatDoNotDecodeAreAnErrorNamingWhere) {
 // Hand-written code that jumps over a data byte: read in a straight line,
 // the byte swallows the next instruction's first byte, and its immediate
 // 0xc3 reads as a ret. The jump's target gives it away.
-TEST(ReturnSitesTest, ABranchIntoTheMiddleOfAnInstructionRefusesTheFunction) {
+TEST(X86SitesTest, ABranchIntoTheMiddleOfAnInstructionRefusesTheFunction) {
   const std::vector<uint8_t> code = {
       0xeb, 0x01,                    // 0x1000 jmp 0x1003
       0x04,                          // 0x1002 data (reads as add $imm8,%al)
@@ -77,13 +79,42 @@ TEST(ReturnSitesTest, ABranchIntoTheMiddleOfAnInstructionRefusesTheFunction) {
 
 // x86's uprobes refuse a lock-prefixed instruction (ENOTSUPP at attach,
 // "Unknown error 524"): said at planning, with the instruction.
-TEST(ReturnSitesTest, ALockPrefixedFirstInstructionCannotCarryAUprobe) {
+TEST(X86SitesTest, ALockPrefixedFirstInstructionCannotCarryAUprobe) {
   const std::vector<uint8_t> locked = {0xf0, 0x48, 0x83, 0x05, 0x07, 0x32, 0x00, 0x00, 0x01};
   const absl::Status status = CanCarryUprobe({kStart, locked});
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("lock-prefixed"), std::string::npos) << status;
   const std::vector<uint8_t> push = {0x55, 0x48, 0x89, 0xe5};
   EXPECT_TRUE(CanCarryUprobe({kStart, push}).ok());
+}
+
+// Go's prologue: the stack pointer (or, for a big frame, it less the frame)
+// against the goroutine's guard at 16(R14), then the branch to grow.
+TEST(X86SitesTest, AGoFunctionsStackCheckEndsAfterItsBranch) {
+  const std::vector<uint8_t> small = {
+      0x49, 0x3b, 0x66, 0x10,  // 0x1000 cmp 0x10(%r14),%rsp
+      0x76, 0x20,              // 0x1004 jbe (to grow the stack)
+      0x55,                    // 0x1006 push %rbp
+  };
+  EXPECT_EQ(GoStackCheckEnd({kStart, small}), std::optional<uint64_t>(0x1006));
+  const std::vector<uint8_t> big = {
+      0x4c, 0x8d, 0xa4, 0x24, 0x00, 0xf0, 0xff, 0xff,  // 0x1000 lea -0x1000(%rsp),%r12
+      0x4d, 0x3b, 0x66, 0x10,                          // 0x1008 cmp 0x10(%r14),%r12
+      0x0f, 0x86, 0x00, 0x01, 0x00, 0x00,              // 0x100c jbe
+      0x55,                                            // 0x1012 push %rbp
+  };
+  EXPECT_EQ(GoStackCheckEnd({kStart, big}), std::optional<uint64_t>(0x1012));
+  const std::vector<uint8_t> bigger = {
+      0x49, 0x89, 0xe4,                          // 0x1000 mov %rsp,%r12
+      0x49, 0x81, 0xec, 0xa0, 0x3f, 0x00, 0x00,  // 0x1003 sub $0x3fa0,%r12
+      0x0f, 0x82, 0x00, 0x01, 0x00, 0x00,        // 0x100a jb (to grow the stack)
+      0x4d, 0x3b, 0x66, 0x10,                    // 0x1010 cmp 0x10(%r14),%r12
+      0x0f, 0x86, 0x00, 0x01, 0x00, 0x00,        // 0x1014 jbe
+      0x55,                                      // 0x101a push %rbp
+  };
+  EXPECT_EQ(GoStackCheckEnd({kStart, bigger}), std::optional<uint64_t>(0x101a));
+  const std::vector<uint8_t> leaf = {0x48, 0x89, 0xf8, 0xc3};  // mov %rdi,%rax; ret
+  EXPECT_EQ(GoStackCheckEnd({kStart, leaf}), std::nullopt);
 }
 
 }  // namespace
