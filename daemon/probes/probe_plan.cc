@@ -377,10 +377,15 @@ class Planner {
       Attach(attachment);
     }
     if (sites->tail_calls > 0) {
-      warn(fmt::format("{} can leave by {} tail call(s) (a jump to another function, whose "
-                       "return is the call's): its returns are probed at its own return "
-                       "instructions, so calls that leave by one read as begun without an end",
-                       request.symbol, sites->tail_calls));
+      // Without .symtab its .cold part has no name: jumps there look the same.
+      warn(fmt::format("{} can leave by {} jump(s) out of its code ({}): its returns are probed "
+                       "at its own return instructions, so calls that leave by one read as "
+                       "begun without an end",
+                       request.symbol, sites->tail_calls,
+                       file->HasSymbolTable()
+                           ? "tail calls, whose callee's return is the call's"
+                           : "tail calls, or, the file having no .symtab, jumps to its unnamed "
+                             "cold part, whose return instructions are not probed either"));
     }
   }
 
