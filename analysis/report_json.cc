@@ -151,7 +151,8 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                   {"first_request_event_ns", model.first_request_event_ns()},
                   {"unplaced", {{"stretches", model.unplaced_stretches()},
                                 {"ns", model.unplaced_ns()},
-                                {"last_end_ns", model.unplaced_last_end_ns()}}}};
+                                {"last_end_ns", model.unplaced_last_end_ns()}}},
+                  {"starts_mid_session", model.starts_mid_session()}};
   Json kinds = Json::array();
   for (const KindReport& kind : model.kinds()) {
     Json row = {{"kind", RequestSourceName(kind.kind.source)},

@@ -52,6 +52,15 @@ ReportModel::ReportModel(ReportOptions options)
 
 void ReportModel::AddHeader(const v1::SegmentHeader& header) {
   kinds_.AddHeader(header);
+  // A session whose segment 0 is not among those read (evicted, or not
+  // asked for) starts mid-session: what its threads did before their first
+  // record here is not in the trace.
+  (header.sequence() == 0 ? sessions_from_start_ : sessions_mid_).insert(header.session_id());
+  starts_mid_session_ = false;
+  for (const std::string& session : sessions_mid_) {
+    starts_mid_session_ = starts_mid_session_ || !sessions_from_start_.contains(session);
+  }
+  timeline_.set_starts_mid_session(starts_mid_session_);
   if (auto hz = header.config().find("sample_hz"); hz != header.config().end()) {
     sample_hz_ = static_cast<uint32_t>(std::strtoul(hz->second.c_str(), nullptr, 10));
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "analysis/anatomy.h"
 #include "analysis/latency_histogram.h"
 #include "analysis/requests.h"
@@ -169,6 +170,8 @@ class ReportModel {
   // Stretches of the wanted threads' time, in the window, that no switch in
   // the trace places (one missing and not inferred): they read as unaccounted.
   uint64_t unplaced_stretches() const { return unplaced_stretches_; }
+  // Some session's segment 0 is not in the trace read.
+  bool starts_mid_session() const { return starts_mid_session_; }
   uint64_t unplaced_ns() const { return unplaced_ns_; }
   uint64_t unplaced_last_end_ns() const { return unplaced_last_end_ns_; }  // 0: none
   // Every thread's time is placed by a context switch, none lost or missing.
@@ -285,6 +288,8 @@ class ReportModel {
   std::array<uint64_t, format::kMaxLossSource + 1> lost_by_source_{};
   uint64_t first_ns_ = 0, last_ns_ = 0;
   uint32_t sample_hz_ = 0;
+  absl::flat_hash_set<std::string> sessions_from_start_, sessions_mid_;  // by their headers
+  bool starts_mid_session_ = false;
   std::vector<KindReport> kind_reports_;
   std::vector<RequestReport> slowest_reports_;
   std::vector<ThreadReport> thread_reports_;

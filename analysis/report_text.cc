@@ -172,10 +172,15 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
                        lost, model.sample_hz());
   } else if (model.unplaced_stretches() != 0) {
     out += fmt::format("times come from context switches, but {} stretch(es) of threads' time ({}) "
-                       "have no switch in the trace to place them (a switch the kernel did not "
-                       "report, docs/bpf.md): they read as unaccounted; hot functions are sampled "
-                       "({} Hz); percentiles (≈) are within 1.6 %\n",
-                       model.unplaced_stretches(), Ms(model.unplaced_ns()), model.sample_hz());
+                       "have no switch in the trace to place them ({}): they read as unaccounted; "
+                       "hot functions are sampled ({} Hz); percentiles (≈) are within 1.6 %\n",
+                       model.unplaced_stretches(), Ms(model.unplaced_ns()),
+                       model.starts_mid_session()
+                           ? "the trace lacks its session's first segments, so threads' time "
+                             "before their first record in it is not known; or a switch the "
+                             "kernel did not report, docs/bpf.md"
+                           : "a switch the kernel did not report, docs/bpf.md",
+                       model.sample_hz());
   } else {
     out += fmt::format("times are exact, from context switches; hot functions are sampled ({} Hz); "
                        "percentiles (≈) are within 1.6 %\n",

@@ -40,16 +40,34 @@ ThreadTimeline::Track* ThreadTimeline::Traced(uint32_t tid) {
       it->second.from_start = true;
       it->second.start_ns = started->second;
       started_at_.erase(started);
+    } else if (auto unknown = unknown_since_.find(tid); unknown != unknown_since_.end()) {
+      it->second.in_gap = true;  // ended by its first record, as a stretch no switch places
+      it->second.gap_since = unknown->second;
+      unknown_since_.erase(unknown);
     }
   }
   return &it->second;
 }
 
+void ThreadTimeline::PreambleEnded() {
+  if (starts_mid_session_ && described_a_process_) {
+    for (uint32_t tid : described_) {
+      if (!ever_tracked_.contains(tid) && !started_at_.contains(tid)) {
+        unknown_since_.emplace(tid, described_at_ns_);
+      }
+    }
+  }
+  described_.clear();
+  described_a_process_ = false;
+}
+
 void ThreadTimeline::OnDescribed(const format::Record& record) {
   if (record.time_ns != described_at_ns_) {
-    described_.clear();
+    PreambleEnded();
     described_at_ns_ = record.time_ns;
   }
+  described_a_process_ =
+      described_a_process_ || std::holds_alternative<format::ProcessInfo>(record.payload);
   described_.push_back(record.tid);
 }
 
@@ -79,6 +97,11 @@ ThreadTimeline::Cpu& ThreadTimeline::CpuOf(uint32_t cpu) {
 
 void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
   using namespace format;
+  if (!described_.empty() && !std::holds_alternative<ProcessInfo>(record.payload) &&
+      !std::holds_alternative<ThreadInfo>(record.payload) &&
+      !std::holds_alternative<ClockSync>(record.payload)) {
+    PreambleEnded();
+  }
   std::visit(Overloaded{
                  [&](const SchedSwitch& change) { OnSwitch(record, change); },
                  [&](const SchedWakeup& wakeup) { OnWakeup(record, wakeup); },
@@ -304,7 +327,10 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   if (woken == nullptr) return;
   const uint64_t t = record.time_ns;
   Wake wake{.seen = true, .tid = record.tid, .context = wakeup.context};
-  if (wakeup.is_new) woken->from_start = false;  // it did not exist then
+  if (wakeup.is_new) {  // it did not exist before
+    woken->from_start = false;
+    if (woken->state == ThreadState::kUnknown) woken->in_gap = false;
+  }
   if (FromStart(*woken)) {
     // Asleep since the start: why is not known (its switch-out came before).
     woken->state = ThreadState::kBlocked;
@@ -354,11 +380,15 @@ void ThreadTimeline::OnOffCpu(const format::Record& record, uint32_t stack) {
   if (traced == nullptr) return;
   Track& track = *traced;
   const auto& off = std::get<format::OffCpu>(record.payload);
-  if (track.state == ThreadState::kUnknown && !track.in_gap && track.switched_out_ns == 0 &&
-      record.time_ns >= off.duration_ns) {
+  // (In a trace that starts mid-session the wait covers what the trace
+  // does not say, from before its start: known after all.)
+  if (track.state == ThreadState::kUnknown && track.switched_out_ns == 0 &&
+      record.time_ns >= off.duration_ns &&
+      (!track.in_gap || record.time_ns - off.duration_ns <= track.gap_since)) {
     // Never switched while traced: louped's account, when tracing stopped,
     // of a sleep all along (asleep_all_along.h), with its kernel stack.
     track.from_start = false;
+    track.in_gap = false;
     track.state = ThreadState::kBlocked;
     track.since = track.blocked_since = track.switched_out_ns = record.time_ns - off.duration_ns;
     track.prev_state = off.prev_state;

@@ -83,6 +83,12 @@ class ThreadTimeline {
   // At the end of the trace: every open state, up to `end_ns`.
   void Finish(uint64_t end_ns);
 
+  // The trace lacks the first segments of a session: the threads its
+  // segments' preambles describe, when no opening clock_sync follows, were
+  // there in a state the trace does not say until their first record
+  // (kUnknown from the preamble's time), not in no state at all.
+  void set_starts_mid_session(bool mid) { starts_mid_session_ = mid; }
+
   ThreadState state(uint32_t tid) const;
   uint64_t since(uint32_t tid) const;  // when its current state began
   // True once the trace has shown any context switch.
@@ -202,6 +208,13 @@ class ThreadTimeline {
   bool sched_seen_ = false;
   uint64_t described_at_ns_ = 0;
   std::vector<uint32_t> described_;  // threads described at described_at_ns_
+  bool described_a_process_ = false;  // a segment's preamble, not a new thread alone
+  bool starts_mid_session_ = false;
+  // Threads a preamble described with no opening clock_sync after it (the
+  // session's start is not in the trace): tid -> since when unknown.
+  absl::flat_hash_map<uint32_t, uint64_t> unknown_since_;
+  // The described threads, once the preamble is over: to unknown_since_.
+  void PreambleEnded();
   // Threads that existed when their session began recording, not yet
   // heard from: tid -> when it began.
   absl::flat_hash_map<uint32_t, uint64_t> started_at_;

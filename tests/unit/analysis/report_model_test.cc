@@ -675,6 +675,40 @@ TEST(ReportModelTest, TimeNoSwitchPlacesIsSaidAndCountedNotCalledExact) {
   EXPECT_TRUE(exact.times_exact(0));
 }
 
+// Read without its session's first segment (evicted, or left out), a
+// trace cannot say what a thread described in its first preamble did
+// before its first record there: unaccounted and said, not dropped. With
+// segment 0, as before (the first record is where the trace begins).
+TEST(ReportModelTest, ATraceWithoutItsFirstSegmentSaysWhatItCannotPlace) {
+  for (const uint64_t sequence : {uint64_t{3}, uint64_t{0}}) {
+    ReportModel model({});
+    v1::SegmentHeader header;
+    header.set_session_id("s");
+    header.set_sequence(sequence);
+    model.AddHeader(header);
+    Preamble(model, 1'000);
+    model.Add({.time_ns = 1'000, .tid = 0, .cpu = 1, .payload = format::SchedSwitch{kHolder, 0}});
+    model.Add({.time_ns = 4'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+    model.Add({.time_ns = 9'000, .tid = kHolder, .cpu = 1, .payload = format::SchedSwitch{0, 1}});
+    model.Finish();
+    EXPECT_EQ(model.starts_mid_session(), sequence != 0);
+    const ThreadReport* handler = nullptr;
+    for (const ThreadReport& thread : model.threads()) {
+      if (thread.thread.tid == kHandler) handler = &thread;
+    }
+    ASSERT_NE(handler, nullptr);
+    if (sequence != 0) {
+      EXPECT_EQ(handler->outside.unaccounted_ns, 3'000u) << "from the preamble to its switch-out";
+      EXPECT_EQ(model.unplaced_stretches(), 1u);
+      EXPECT_NE(ReportText(model, {.events = 8}).find("lacks its session's first segments"),
+                std::string::npos);
+    } else {
+      EXPECT_EQ(handler->outside.unaccounted_ns, 0u);
+      EXPECT_EQ(model.unplaced_stretches(), 0u);
+    }
+  }
+}
+
 // The scheduler's programs record from the start; the probes that see
 // requests come up later. The thread table says from when requests count.
 TEST(ReportModelTest, TheThreadTableSaysFromWhenRequestsCouldBeSeen) {
