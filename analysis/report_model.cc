@@ -274,8 +274,11 @@ void ReportModel::Pass(const format::Record& record, ThreadAccount& account, Ope
 
 void ReportModel::End(const format::Record& record, const RequestMark& mark) {
   auto it = accounts_.find(record.tid);
+  // Calls above the one a return ends were left by an exception: they end
+  // with it, unpaired, rather than take its return.
   auto matches = [&](const OpenRequest& open) {
-    return open.key == mark.key && (mark.kind == UINT32_MAX || open.kind == mark.kind);
+    return open.key == mark.key && (mark.kind == UINT32_MAX || open.kind == mark.kind) &&
+           (mark.begin_ns == 0 || open.begin_ns == mark.begin_ns);
   };
   if (it == accounts_.end() ||
       std::find_if(it->second.open.begin(), it->second.open.end(), matches) == it->second.open.end()) {

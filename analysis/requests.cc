@@ -142,6 +142,9 @@ RequestMark RequestKinds::Mark(const format::Record& record) {
             if (!Returns(ret.probe)) return;
             mark = {RequestMark::kEnd, KindOf(RequestSource::kUprobe, ret.probe),
                     absl::HashOf(ret.probe)};
+            if (ret.duration_ns != 0 && ret.duration_ns <= record.time_ns) {
+              mark.begin_ns = record.time_ns - ret.duration_ns;
+            }
           },
           [&](const UsdtEvent& usdt) { mark = MarkUsdt(usdt); },
           // Neither begin nor end a request.

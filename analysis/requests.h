@@ -47,6 +47,10 @@ struct RequestMark {
   uint64_t operation_id = 0;      // the shim operation it belongs to, 0 none
   // An end that passes the operation on to the next thread that binds it.
   bool passes = false;
+  // An end that knows its begin's time (a uprobe return paired by louped,
+  // by the stack pointer): it ends that one, not the innermost open; 0
+  // unknown.
+  uint64_t begin_ns = 0;
 };
 
 class RequestKinds {

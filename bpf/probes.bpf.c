@@ -240,7 +240,7 @@ int handle_uprobe_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u64 ax, bx, cx, dx, di, si, r8, r9;
+	__u64 ax, bx, cx, dx, di, si, r8, r9, sp;
 	const struct loupe_user_regs *regs;
 	struct loupe_uprobe_event *rec;
 	bool go;
@@ -266,6 +266,7 @@ int handle_uprobe_entry(struct pt_regs *ctx)
 	si = regs->si;
 	r8 = regs->r8;
 	r9 = regs->r9;
+	sp = regs->sp;
 	go = (cookie & LOUPE_UPROBE_GO_ABI) != 0;
 	rec->values[0] = go ? ax : di;
 	rec->values[1] = go ? bx : si;
@@ -273,6 +274,7 @@ int handle_uprobe_entry(struct pt_regs *ctx)
 	rec->values[3] = go ? di : cx;
 	rec->values[4] = go ? si : r8;
 	rec->values[5] = go ? r8 : r9;
+	rec->sp = sp;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -294,6 +296,7 @@ int handle_uprobe_return(struct pt_regs *ctx)
 	rec->probe = cookie >> 8;
 	rec->arg_count = 1;
 	rec->values[0] = user_regs(ctx)->ax;
+	rec->sp = user_regs(ctx)->sp;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }

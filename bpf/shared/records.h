@@ -268,6 +268,11 @@ struct loupe_uprobe_event {
 	__u32 probe;
 	__u32 arg_count;
 	__s64 values[LOUPE_UPROBE_MAX_ARGS]; /* arguments, or the return value first */
+	/* The user stack pointer: at a function's entry and at its ret it points
+	 * at the same return address (past the kernel's return trampoline, 8
+	 * more), which pairs a return with its own call when an exception left
+	 * calls above it without one. */
+	__u64 sp;
 };
 
 /* Unwind tables (daemon/bpf/unwind_maps.h fills them from the CFI of the

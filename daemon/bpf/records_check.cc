@@ -43,7 +43,7 @@ static_assert(sizeof(loupe_usdt_spec) == 8 + 16 * LOUPE_USDT_MAX_ARGS);
 static_assert(offsetof(loupe_usdt_event, flags) == 32);
 static_assert(offsetof(loupe_usdt_event, args) == 40);
 static_assert(offsetof(loupe_usdt_event, string) == 40 + 8 * LOUPE_USDT_MAX_ARGS);
-static_assert(sizeof(loupe_uprobe_event) == 32 + 8 * LOUPE_UPROBE_MAX_ARGS);
+static_assert(sizeof(loupe_uprobe_event) == 32 + 8 * LOUPE_UPROBE_MAX_ARGS + 8);
 
 static_assert(offsetof(loupe_cpu_sample, user_depth) == 24);
 static_assert(offsetof(loupe_cpu_sample, stack_flags) == 28);

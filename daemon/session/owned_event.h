@@ -100,6 +100,8 @@ class OwnedEvent {
   uint16_t user_depth = 0;
   // For switches of a target: how long it had run (loupe_sched_switch).
   uint32_t prev_ran_ns = 0;
+  // For uprobe entries and returns: the user stack pointer (UprobePairer).
+  uint64_t user_sp = 0;
   // The user stack walk met an address no user frame can have; the frames
   // from there on were dropped.
   bool unwind_stopped = false;
@@ -132,6 +134,7 @@ class OwnedEvent {
     next_tgid = 0;
     user_depth = 0;
     prev_ran_ns = 0;
+    user_sp = 0;
     unwind_stopped = false;
     prev_comm.clear();
     next_comm.clear();

@@ -270,7 +270,7 @@ void Pipeline::Release(OwnedEvent& event) {
   const bool ended_interval = offcpu_.Observe(event, &interval_);
   targets_.Track(event);
   operations_.Observe(event.record);
-  calls_.Observe(event.record);
+  calls_.Observe(event.record, event.user_sp);
   Write(event);
   if (ended_interval) {
     operations_.Observe(interval_.record);

@@ -66,6 +66,7 @@ bool ProbeRecordDecoder::Decode(std::span<const uint8_t> bytes, OwnedEvent* even
       if (r.arg_count > LOUPE_UPROBE_MAX_ARGS) return false;
       event->record.tid = r.tid;
       event->prev_tgid = r.tgid;
+      event->user_sp = r.sp;
       if (header.type == LOUPE_REC_UPROBE_ENTRY) {
         if (r.arg_count != 0) event->extras().args.assign(r.values, r.values + r.arg_count);
         event->record.payload = format::UprobeEntry{.probe = ProbeName(r.probe)};

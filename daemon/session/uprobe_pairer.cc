@@ -1,18 +1,16 @@
 #include "daemon/session/uprobe_pairer.h"
 
+#include <algorithm>
 #include <variant>
 
 #include "daemon/base/overloaded.h"
 
 namespace loupe::session {
 
-void UprobePairer::Observe(format::Record& record) {
+void UprobePairer::Observe(format::Record& record, uint64_t user_sp) {
   std::visit(Overloaded{
-                 [&](const format::UprobeEntry& entry) {
-                   std::vector<uint64_t>& stack = entries_[Key(record.tid, entry.probe.data())];
-                   if (stack.size() < kMaxDepth) stack.push_back(record.time_ns);
-                 },
-                 [&](format::UprobeReturn& ret) { Pair(record, ret); },
+                 [&](const format::UprobeEntry& entry) { Enter(record, entry.probe, user_sp); },
+                 [&](format::UprobeReturn& ret) { Pair(record, ret, user_sp); },
                  [&](const format::ThreadExit&) {
                    absl::erase_if(entries_,
                                   [&](const auto& e) { return e.first.first == record.tid; });
@@ -30,12 +28,33 @@ void UprobePairer::Observe(format::Record& record) {
              record.payload);
 }
 
-void UprobePairer::Pair(const format::Record& record, format::UprobeReturn& ret) {
+void UprobePairer::Enter(const format::Record& record, std::string_view probe, uint64_t sp) {
+  std::vector<Entry>& stack = entries_[Key(record.tid, probe.data())];
+  // The stack grows down: an open call whose frame is at or below this
+  // one's is over, left without a return.
+  while (sp != 0 && !stack.empty() && stack.back().sp != 0 && stack.back().sp <= sp) {
+    stack.pop_back();
+  }
+  if (stack.size() < kMaxDepth) stack.push_back({record.time_ns, sp});
+}
+
+void UprobePairer::Pair(const format::Record& record, format::UprobeReturn& ret, uint64_t sp) {
   auto it = entries_.find(Key(record.tid, ret.probe.data()));
   if (it == entries_.end()) return;  // entered before tracing began
-  ret.duration_ns = record.time_ns - it->second.back();
-  it->second.pop_back();
-  if (it->second.empty()) entries_.erase(it);
+  std::vector<Entry>& stack = it->second;
+  // At its ret the stack pointer is the entry's; past the kernel's return
+  // trampoline, 8 more. Calls above it were left by an exception.
+  size_t own = stack.size() - 1;
+  if (sp != 0) {
+    auto match = std::find_if(stack.rbegin(), stack.rend(), [sp](const Entry& entry) {
+      return entry.sp == sp || entry.sp + 8 == sp;
+    });
+    if (match == stack.rend()) return;  // its call began before tracing
+    own = static_cast<size_t>(stack.rend() - match) - 1;
+  }
+  ret.duration_ns = record.time_ns - stack[own].time_ns;
+  stack.resize(own);
+  if (stack.empty()) entries_.erase(it);
 }
 
 size_t UprobePairer::open_calls() const {

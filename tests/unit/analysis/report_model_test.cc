@@ -709,6 +709,33 @@ TEST(ReportModelTest, ATraceWithoutItsFirstSegmentSaysWhatItCannotPlace) {
   }
 }
 
+// rec() recurses four deep; an exception from the fourth is caught in the
+// second, which returns, then the first. louped paired each return with
+// its own call by the stack pointer (duration_ns): the report does too,
+// and the two calls the exception left end unpaired, not with a return.
+TEST(ReportModelTest, AReturnEndsItsOwnCallNotOneAnExceptionLeft) {
+  ReportModel model({});
+  v1::SegmentHeader header;
+  (*header.mutable_config())["uprobes"] = "svc:rec%return";
+  model.AddHeader(header);
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  for (uint64_t t : {2'000, 3'000, 4'000, 5'000}) {
+    model.Add({.time_ns = t, .tid = kHandler, .payload = format::UprobeEntry{.probe = "svc:rec"}});
+  }
+  model.Add({.time_ns = 9'000, .tid = kHandler,
+             .payload = format::UprobeReturn{.probe = "svc:rec", .duration_ns = 6'000}});
+  model.Add({.time_ns = 10'000, .tid = kHandler,
+             .payload = format::UprobeReturn{.probe = "svc:rec", .duration_ns = 8'000}});
+  model.Finish();
+  const KindReport* rec = KindNamed(model, "svc:rec");
+  ASSERT_NE(rec, nullptr);
+  EXPECT_EQ(rec->count, 2u);
+  EXPECT_EQ(rec->max_ns, 8'000u);
+  EXPECT_EQ(rec->unpaired_begins, 2u);
+  EXPECT_EQ(rec->total_ns, 14'000u) << "rec(2), 3 µs to 9 µs, and rec(1), 2 µs to 10 µs";
+}
+
 // The scheduler's programs record from the start; the probes that see
 // requests come up later. The thread table says from when requests count.
 TEST(ReportModelTest, TheThreadTableSaysFromWhenRequestsCouldBeSeen) {

@@ -226,10 +226,39 @@ TEST(UprobePairerTest, ReturnsPairWithTheirEntriesEvenWhenRecursive) {
       At(1, format::UprobeReturn{.probe = probe}, 170),
       At(1, format::UprobeReturn{.probe = probe}, 400),
   };
-  for (format::Record& record : stream) pairer.Observe(record);
+  for (format::Record& record : stream) pairer.Observe(record, /*user_sp=*/0);
   EXPECT_EQ(std::get<format::UprobeReturn>(stream[2].payload).duration_ns, 0u);
   EXPECT_EQ(std::get<format::UprobeReturn>(stream[3].payload).duration_ns, 20u);
   EXPECT_EQ(std::get<format::UprobeReturn>(stream[4].payload).duration_ns, 300u);
+  EXPECT_EQ(pairer.open_calls(), 0u);
+}
+
+// rec(1) -> rec(2) -> rec(3) -> rec(4) throws, caught in rec(2), which
+// returns: by the stack pointer its return is its own, not rec(4)'s, and
+// rec(3) and rec(4) are over. A later call at rec(1)'s depth, its return
+// lost, ends rec(1) too: each next call pairs alone.
+TEST(UprobePairerTest, ByTheStackPointerAReturnIsItsOwnCallsPastAnException) {
+  UprobePairer pairer;
+  const std::string_view probe = kProbeNames[1];
+  struct Step {
+    format::Record record;
+    uint64_t sp;
+  };
+  std::vector<Step> steps = {
+      {At(1, format::UprobeEntry{.probe = probe}, 100), 0x7000},
+      {At(1, format::UprobeEntry{.probe = probe}, 110), 0x6f00},
+      {At(1, format::UprobeEntry{.probe = probe}, 120), 0x6e00},
+      {At(1, format::UprobeEntry{.probe = probe}, 130), 0x6d00},
+      {At(1, format::UprobeReturn{.probe = probe}, 200), 0x6f00},       // rec(2), at its ret
+      {At(1, format::UprobeReturn{.probe = probe}, 300), 0x7000 + 8},   // rec(1), kernel's probe
+      {At(1, format::UprobeEntry{.probe = probe}, 400), 0x7000},        // its return lost
+      {At(1, format::UprobeEntry{.probe = probe}, 500), 0x7000},
+      {At(1, format::UprobeReturn{.probe = probe}, 550), 0x7000},
+  };
+  for (Step& step : steps) pairer.Observe(step.record, step.sp);
+  EXPECT_EQ(std::get<format::UprobeReturn>(steps[4].record.payload).duration_ns, 90u);
+  EXPECT_EQ(std::get<format::UprobeReturn>(steps[5].record.payload).duration_ns, 200u);
+  EXPECT_EQ(std::get<format::UprobeReturn>(steps[8].record.payload).duration_ns, 50u);
   EXPECT_EQ(pairer.open_calls(), 0u);
 }
 
