@@ -22,42 +22,15 @@ trap 'kill "${pids[@]}" 2> /dev/null; rm -rf "$work"' EXIT
 export LOUPE_SOCKET=$work/no-louped.sock  # embedded
 count() { grep -o "$1=[0-9]*" "$2" | cut -d= -f2 || echo 0; }
 
-# cpp NAME PROBE: 3000 calls, every third left by an exception, traced
-# with a return probe on PROBE: 3000 entries, exactly 2000 returns.
-cpp() {
-  mkfifo "$work/$1.in"
-  "$throw_through" 3000 < "$work/$1.in" > "$work/$1.out" 2>&1 &
-  local app=$!
-  pids+=($app)
-  exec {app_in}> "$work/$1.in"
-  until grep -q ready "$work/$1.out"; do sleep 0.05; done
-  "$tracectl" attach "$app" --duration 2s --output "$work/$1" -q --uprobe "$2" \
-    > "$work/$1.attach" 2>&1 &
-  local tracer=$!
-  until grep -q "probe site" "$work/$1.attach"; do sleep 0.05; done
-  echo go >&"$app_in"
-  wait "$tracer" || fail "attach: $(cat "$work/$1.attach")"
-  kill -0 "$app" 2> /dev/null || fail "the program died under $2: $(tail -3 "$work/$1.out")"
-  grep -q "done 2000 1000" "$work/$1.out" || fail "the program under $2: $(cat "$work/$1.out")"
-  "$tracectl" verify "$work/$1" > "$work/$1.verify" || fail "verify: $(cat "$work/$1.verify")"
-  [ "$(count uprobe_entry "$work/$1.verify")" = 3000 ] || fail "entries: $(cat "$work/$1.verify")"
-  [ "$(count uprobe_return "$work/$1.verify")" = 2000 ] || fail "returns: $(cat "$work/$1.verify")"
-}
-cpp cpp "$throw_through:_Z14handle_requestl%return"
-cpp c_lib "libcallback_lib:run_callback%return"
-
-# Go: stacks that grow and a GC every few calls.
-(cd "$source/tests/testprogs/go_stacks" &&
-  GOCACHE=$work/gocache GOPATH=$work/gopath GOFLAGS=-mod=mod go build -o "$work/go_stacks" .) \
-  || fail "go build of tests/testprogs/go_stacks"
-# go_run NAME PROBE...: 4000 calls of main.work traced with the probes;
-# the program must then finish on its own ("done", exit 0).
-go_run() {
-  local name=$1 specs=()
-  shift
+# traced NAME PROGRAM CALLS PROBE...: runs PROGRAM CALLS (it waits for a
+# line, makes its calls, prints "done ..."), traced with the probes from
+# before its first call to after its last; it must live through it.
+traced() {
+  local name=$1 program=$2 calls=$3 specs=()
+  shift 3
   for spec in "$@"; do specs+=(--uprobe "$spec"); done
   mkfifo "$work/$name.in"
-  "$work/go_stacks" 4000 < "$work/$name.in" > "$work/$name.out" 2>&1 &
+  "$program" "$calls" < "$work/$name.in" > "$work/$name.out" 2>&1 &
   local app=$!
   pids+=($app)
   exec {app_in}> "$work/$name.in"
@@ -68,14 +41,32 @@ go_run() {
   until grep -q "probe site" "$work/$name.attach"; do sleep 0.05; done
   echo go >&"$app_in"
   wait "$tracer" || fail "attach with $*: $(cat "$work/$name.attach")"
-  wait "$app" || fail "the Go program died under $*: $(grep -m3 -E 'fatal|unexpected' "$work/$name.out")"
-  grep -q "done 4000" "$work/$name.out" || fail "the Go program did not finish under $*"
+  until grep -q done "$work/$name.out" || ! kill -0 "$app" 2> /dev/null; do sleep 0.05; done
+  kill -0 "$app" 2> /dev/null || wait "$app" \
+    || fail "the program died under $*: $(grep -m3 -E 'fatal|unexpected|terminate' "$work/$name.out")"
   "$tracectl" verify "$work/$name" > "$work/$name.verify" || fail "verify: $(cat "$work/$name.verify")"
 }
+
+# 3000 calls, every third left by an exception, with a return probe on the
+# throwing function or on the C library's that runs it: 3000 entries,
+# exactly 2000 returns.
+for probe in "$throw_through:_Z14handle_requestl%return" "libcallback_lib:run_callback%return"; do
+  traced cpp "$throw_through" 3000 "$probe"
+  grep -q "done 2000 1000" "$work/cpp.out" || fail "the program under $probe: $(cat "$work/cpp.out")"
+  [ "$(count uprobe_entry "$work/cpp.verify")" = 3000 ] || fail "entries: $(cat "$work/cpp.verify")"
+  [ "$(count uprobe_return "$work/cpp.verify")" = 2000 ] || fail "returns: $(cat "$work/cpp.verify")"
+  rm -rf "$work"/cpp*
+done
+
+# Go: stacks that grow and a GC every few calls.
+(cd "$source/tests/testprogs/go_stacks" &&
+  GOCACHE=$work/gocache GOPATH=$work/gopath GOFLAGS=-mod=mod go build -o "$work/go_stacks" .) \
+  || fail "go build of tests/testprogs/go_stacks"
 # main.work's returns refused with a note; each call's entry once, though
 # growing its stack restarts it at its first instruction, with its
 # argument from Go's registers.
-go_run go "$work/go_stacks:main.work%return" "$work/go_stacks:main.work(1)"
+traced go "$work/go_stacks" 4000 "$work/go_stacks:main.work%return" "$work/go_stacks:main.work(1)"
+grep -q "done 4000" "$work/go.out" || fail "the Go program did not finish: $(cat "$work/go.out")"
 grep -q "note: --uprobe '$work/go_stacks:main.work%return' .*is a Go program: a return probe would crash it" \
   "$work/go.verify" || fail "the trace does not say why: $(cat "$work/go.verify")"
 grep -q "uprobe_return=" "$work/go.verify" && fail "a return probe fired in a Go program"
