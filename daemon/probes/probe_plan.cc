@@ -283,7 +283,8 @@ class Planner {
     }
     const ElfFile* file = Open(pid, object);
     if (file == nullptr) return;
-    if (request.with_return && file->IsGo()) {
+    const bool go = file->IsGo();
+    if (request.with_return && go) {
       // The kernel's return probe swaps the return address on the stack for
       // its trampoline; Go's runtime reads return addresses when it grows a
       // goroutine's stack or walks it (GC, panics) and dies on the swapped
@@ -306,7 +307,6 @@ class Planner {
       return warn(fmt::format("offset {:#x} is past the end of {} ({} bytes)", request.offset,
                               request.symbol, symbol->size));
     }
-    const bool go = file->IsGo();
     uint64_t entry = symbol->address + request.offset;
     if (go && request.offset == 0) {
       // Past the stack check: growing the stack restarts the function at
