@@ -10,14 +10,44 @@
 namespace loupe::probes {
 namespace {
 
-struct HandleClose {
-  void operator()(csh* handle) const {
-    cs_close(handle);
-    delete handle;
+// One range of code decoded instruction by instruction, with details.
+class Decoder {
+ public:
+  static absl::StatusOr<Decoder> Open(const CodeRange& range) {
+    Decoder decoder(range);
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, decoder.handle_.get()) != CS_ERR_OK) {
+      return absl::InternalError("capstone: cannot open an x86-64 decoder");
+    }
+    cs_option(*decoder.handle_, CS_OPT_DETAIL, CS_OPT_ON);
+    decoder.insn_.reset(cs_malloc(*decoder.handle_));
+    return decoder;
   }
-};
-struct InsnFree {
-  void operator()(cs_insn* insn) const { cs_free(insn, 1); }
+  // The next instruction, or null at the end or where bytes do not decode.
+  const cs_insn* Next() {
+    return left_ > 0 && cs_disasm_iter(*handle_, &code_, &left_, &address_, insn_.get())
+               ? insn_.get()
+               : nullptr;
+  }
+  bool done() const { return left_ == 0; }
+  uint64_t address() const { return address_; }  // of the next instruction
+
+ private:
+  struct Close {
+    void operator()(csh* handle) const {
+      if (*handle != 0) cs_close(handle);
+      delete handle;
+    }
+  };
+  struct Free {
+    void operator()(cs_insn* insn) const { cs_free(insn, 1); }
+  };
+  explicit Decoder(const CodeRange& range)
+      : code_(range.bytes.data()), left_(range.bytes.size()), address_(range.address) {}
+  std::unique_ptr<csh, Close> handle_{new csh(0)};
+  std::unique_ptr<cs_insn, Free> insn_;
+  const uint8_t* code_;
+  size_t left_;
+  uint64_t address_;
 };
 
 bool Inside(uint64_t target, const CodeRange& range) {
@@ -51,23 +81,11 @@ bool IsConditionalJump(unsigned id) {
 
 }  // namespace
 
-static absl::StatusOr<std::unique_ptr<csh, HandleClose>> OpenDecoder() {
-  std::unique_ptr<csh, HandleClose> handle(new csh(0));
-  if (cs_open(CS_ARCH_X86, CS_MODE_64, handle.get()) != CS_ERR_OK) {
-    return absl::InternalError("capstone: cannot open an x86-64 decoder");
-  }
-  cs_option(*handle, CS_OPT_DETAIL, CS_OPT_ON);
-  return handle;
-}
-
 absl::Status CanCarryUprobe(const CodeRange& at) {
-  absl::StatusOr<std::unique_ptr<csh, HandleClose>> handle = OpenDecoder();
-  if (!handle.ok()) return handle.status();
-  std::unique_ptr<cs_insn, InsnFree> insn(cs_malloc(**handle));
-  const uint8_t* code = at.bytes.data();
-  size_t left = at.bytes.size();
-  uint64_t address = at.address;
-  if (!cs_disasm_iter(**handle, &code, &left, &address, insn.get())) {
+  absl::StatusOr<Decoder> decoder = Decoder::Open(at);
+  if (!decoder.ok()) return decoder.status();
+  const cs_insn* insn = decoder->Next();
+  if (insn == nullptr) {
     return absl::InvalidArgumentError(
         fmt::format("the bytes at {:#x} are no instruction", at.address));
   }
@@ -80,16 +98,13 @@ absl::Status CanCarryUprobe(const CodeRange& at) {
 }
 
 std::optional<uint64_t> GoStackCheckEnd(const CodeRange& function) {
-  absl::StatusOr<std::unique_ptr<csh, HandleClose>> handle = OpenDecoder();
-  if (!handle.ok()) return std::nullopt;
-  std::unique_ptr<cs_insn, InsnFree> insn(cs_malloc(**handle));
-  const uint8_t* code = function.bytes.data();
-  size_t left = function.bytes.size();
-  uint64_t address = function.address;
+  absl::StatusOr<Decoder> decoder = Decoder::Open(function);
+  if (!decoder.ok()) return std::nullopt;
   bool compared_with_guard = false;
   // The check is the first thing: CMPQ SP, 16(R14); JLS — for a big frame
   // SP less the frame in R12 first (MOVQ SP, R12; SUBQ $n, R12; JCS; ...).
-  for (int i = 0; i < 8 && cs_disasm_iter(**handle, &code, &left, &address, insn.get()); ++i) {
+  const cs_insn* insn = nullptr;
+  for (int i = 0; i < 8 && (insn = decoder->Next()) != nullptr; ++i) {
     const cs_x86& x86 = insn->detail->x86;
     if (insn->id == X86_INS_CMP && x86.op_count == 2) {
       for (int op = 0; op < 2; ++op) {
@@ -101,17 +116,13 @@ std::optional<uint64_t> GoStackCheckEnd(const CodeRange& function) {
       }
       continue;
     }
-    if (compared_with_guard && IsConditionalJump(insn->id)) return address;  // the next one
+    if (compared_with_guard && IsConditionalJump(insn->id)) return decoder->address();
     if (compared_with_guard) return std::nullopt;
   }
   return std::nullopt;
 }
 
 absl::StatusOr<ReturnSites> FindReturnSites(const CodeRange& function, const CodeRange& cold) {
-  absl::StatusOr<std::unique_ptr<csh, HandleClose>> decoder = OpenDecoder();
-  if (!decoder.ok()) return decoder.status();
-  std::unique_ptr<csh, HandleClose> handle = *std::move(decoder);
-  std::unique_ptr<cs_insn, InsnFree> insn(cs_malloc(*handle));
   ReturnSites sites;
   // Decoded in a straight line, bytes that are data (or an instruction
   // jumped into the middle of) read as other instructions, among them a
@@ -119,13 +130,14 @@ absl::StatusOr<ReturnSites> FindReturnSites(const CodeRange& function, const Cod
   // direct branch into the function must land where an instruction begins.
   std::set<uint64_t> starts, targets;
   for (const CodeRange* range : {&function, &cold}) {
-    const uint8_t* code = range->bytes.data();
-    size_t left = range->bytes.size();
-    uint64_t address = range->address;
-    while (left > 0) {
-      if (!cs_disasm_iter(*handle, &code, &left, &address, insn.get())) {
-        return absl::InvalidArgumentError(fmt::format(
-            "cannot decode the instruction at {:#x} (+{:#x})", address, address - range->address));
+    absl::StatusOr<Decoder> decoder = Decoder::Open(*range);
+    if (!decoder.ok()) return decoder.status();
+    while (!decoder->done()) {
+      const cs_insn* insn = decoder->Next();
+      if (insn == nullptr) {
+        return absl::InvalidArgumentError(
+            fmt::format("cannot decode the instruction at {:#x} (+{:#x})", decoder->address(),
+                        decoder->address() - range->address));
       }
       starts.insert(insn->address);
       const unsigned id = insn->id;
