@@ -397,7 +397,11 @@ void PerfettoWriter::DrawUprobeCall(const format::Record& record,
   const uint64_t track = ChildTrack(TrackKind::kUprobe, record.tid, "uprobes");
   TrackEventBuilder call(On(track), TrackEventBuilder::kSliceBegin);
   call.Name(ret.probe);
-  call.Arg("retval", ret.retval);
+  if (ret.unwound) {
+    call.Arg("unwound", format::Value::String("by an exception; ends where it was caught"));
+  } else {
+    call.Arg("retval", ret.retval);
+  }
   call.Emit(time - ret.duration_ns);
   EndSlice(track, time);
 }

@@ -106,6 +106,7 @@ Json Request(const RequestReport& request, uint64_t first_ns) {
   out["begin_offset_ns"] = request.begin_ns - first_ns;
   out["duration_ns"] = request.duration_ns;
   out["args"] = request.args;
+  out["unwound"] = request.unwound;  // left by an exception, timed to its catch
   out.update(Parts(b));
   out["dominant"] = b.dominant;
   out["dominant_class"] = b.dominant_class;
@@ -164,6 +165,8 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                 {"p99_ns", kind.p99_ns},
                 {"max_ns", kind.max_ns},
                 {"unpaired", {{"begins", kind.unpaired_begins}, {"ends", kind.unpaired_ends}}},
+                // of count: calls an exception unwound, timed to its catch
+                {"unwound", kind.unwound},
                 {"passed_not_taken", kind.passed_not_taken},
                 {"pairing_lost", kind.pairing_lost}};
     row["slow"] = kind.slow.count != 0 ? Slow(kind)

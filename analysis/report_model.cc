@@ -319,6 +319,7 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
   const uint64_t duration = record.time_ns - request.begin_ns;
   KindStats& stats = kind_stats_[request.kind];
   stats.latency.Add(duration);
+  if (mark.unwound) ++stats.unwound;
   const Passed* carried = request.carried.get();
   auto add_to = [&](Anatomy* into, bool evidence) {
     into->count += 1;
@@ -346,7 +347,7 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
   if (Slowest(duration)) {
     Finished finished{request.kind,       record.tid, carried ? carried->first_tid : 0,
                       request.begin_ns,   duration,   std::move(request.args),
-                      {}};
+                      {},                 mark.unwound};
     add_to(&finished.anatomy, true);
     Keep(std::move(finished));
   }
@@ -663,6 +664,7 @@ void ReportModel::Finish() {
     report.count = stats.latency.count();
     report.unpaired_begins = stats.unpaired_begins;
     report.unpaired_ends = stats.unpaired_ends;
+    report.unwound = stats.unwound;
     report.passed_not_taken = stats.passed_not_taken;
     report.pairing_lost = PairingLost(kind.source);
     if (report.count == 0 && report.unpaired_begins == 0 && report.unpaired_ends == 0 &&
@@ -718,6 +720,7 @@ void ReportModel::Finish() {
       if (report.args.empty()) report.args = g.args;
     }
     report.breakdown = Classify(f.anatomy, report.kind.short_name);
+    report.unwound = f.unwound;
     slowest_reports_.push_back(std::move(report));
   }
 

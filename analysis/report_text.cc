@@ -221,6 +221,11 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
       out += fmt::format("  unpaired: {} begun without an end, {} ended without a begin\n",
                          kind.unpaired_begins, kind.unpaired_ends);
     }
+    if (kind.unwound != 0) {
+      out += fmt::format("  {} of them left by an exception, not a return: timed from the call to "
+                         "where the exception was caught\n",
+                         kind.unwound);
+    }
     if (kind.passed_not_taken != 0) {
       out += fmt::format("  {} passed on to another thread and not taken up in the trace (no duration)\n",
                          kind.passed_not_taken);
@@ -258,9 +263,10 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
     for (const std::string& other : request.also) also += (also.empty() ? "; also " : ", ") + other;
     const std::string from =
         request.passed_from ? fmt::format(" (from {})", Who(*request.passed_from)) : "";
-    out += fmt::format("  {}. {} {} on {}{} at +{}{}{}\n", ++rank, Ms(request.duration_ns),
+    out += fmt::format("  {}. {} {} on {}{} at +{}{}{}{}\n", ++rank, Ms(request.duration_ns),
                        request.kind.name, Who(request.thread), from,
-                       Ms(request.begin_ns - model.first_ns()), args, also);
+                       Ms(request.begin_ns - model.first_ns()), args, also,
+                       request.unwound ? "; left by an exception (to its catch)" : "");
     out += fmt::format("       {}\n", Parts(request.breakdown, false));
     Evidence(out, request.breakdown, "       ");
   }

@@ -145,6 +145,7 @@ RequestMark RequestKinds::Mark(const format::Record& record) {
             if (ret.duration_ns != 0 && ret.duration_ns <= record.time_ns) {
               mark.begin_ns = record.time_ns - ret.duration_ns;
             }
+            mark.unwound = ret.unwound;
           },
           [&](const UsdtEvent& usdt) { mark = MarkUsdt(usdt); },
           // Neither begin nor end a request.

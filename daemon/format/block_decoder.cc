@@ -429,6 +429,7 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       r.probe = Str(c[0]);
       r.retval = c[1].S(f);
       r.duration_ns = c[2].U(f);
+      r.unwound = c[3].Added(f) != 0;
       record->payload = r;
       return true;
     }

@@ -227,6 +227,9 @@ struct UprobeReturn {
   std::string_view probe;
   int64_t retval = 0;
   uint64_t duration_ns = 0;
+  // No return: an exception unwound the call, timed to where it was caught
+  // (retval means nothing then).
+  bool unwound = false;
 };
 struct UsdtEvent {
   std::string_view probe;  // "provider:name"

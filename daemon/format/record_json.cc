@@ -170,6 +170,7 @@ struct PayloadJson {
   void operator()(const UprobeEntry& r) { o.Str("probe", r.probe).Args("args", r.args); }
   void operator()(const UprobeReturn& r) {
     o.Str("probe", r.probe).Int("retval", r.retval).Num("duration_ns", r.duration_ns);
+    if (r.unwound) o.Bool("unwound", true);
   }
   void operator()(const UsdtEvent& r) {
     o.Str("probe", r.probe).Args("args", r.args);

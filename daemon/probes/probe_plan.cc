@@ -86,7 +86,9 @@ class Planner {
       return;
     }
     for (const std::string& object : objects) AddUsdtSites(pid, object);
+    returns_probed_ = false;
     for (const UprobeRequest& request : requests_.uprobes) AddUprobe(pid, objects, request);
+    if (returns_probed_) AddCatchProbe(pid, objects);
   }
 
   ProbePlan Finish() {
@@ -376,6 +378,7 @@ class Planner {
       attachment.file_offset = *site;
       Attach(attachment);
     }
+    returns_probed_ = true;
     if (sites->tail_calls > 0) {
       // Without .symtab its .cold part has no name: jumps there look the same.
       warn(fmt::format("{} can leave by {} jump(s) out of its code ({}): its returns are probed "
@@ -386,6 +389,37 @@ class Planner {
                            ? "tail calls, whose callee's return is the call's"
                            : "tail calls, or, the file having no .symtab, jumps to its unnamed "
                              "cold part, whose return instructions are not probed either"));
+    }
+  }
+
+  // A call a C++ exception unwinds has no return: its end is where the
+  // exception is caught. The C++ runtime (libstdc++, or linked into the
+  // executable) calls __cxa_begin_catch at every catch, from the catching
+  // frame. A process without it throws no C++ exception.
+  void AddCatchProbe(uint32_t pid, const std::vector<std::string>& objects) {
+    static const std::string kCatch = "__cxa_begin_catch";
+    for (const std::string& object : objects) {
+      const ElfFile* file = Open(pid, object);
+      if (file == nullptr) continue;
+      std::optional<ElfSymbol> symbol = file->FindSymbol(kCatch);
+      if (!symbol) continue;
+      if (Reuse(pid, file->path(), "catch")) return;
+      absl::Status placeable = CanCarryUprobe({symbol->address, file->BytesAt(symbol->address, 16)});
+      absl::StatusOr<uint64_t> offset = file->FileOffset(symbol->address);
+      if (placeable.ok() && !offset.ok()) placeable = offset.status();
+      if (!placeable.ok()) {
+        plan_.warnings.push_back(fmt::format(
+            "pid {}: {} in {} not probed ({}): calls a C++ exception unwinds read as begun "
+            "without an end",
+            pid, kCatch, object, MessageOf(placeable)));
+        return;
+      }
+      Attach({.program = ProbeProgram::kUprobeEntry,
+              .path = file->path(),
+              .file_offset = *offset,
+              .cookie = uint64_t{ProbeId(std::string(kExceptionCaughtProbe))} << 8,
+              .pid = pid});
+      return;
     }
   }
 
@@ -411,6 +445,9 @@ class Planner {
   Planned* current_ = nullptr;
   std::map<std::string, uint32_t> probe_ids_;
   std::set<size_t> usdt_matched_;
+  // Whether the process being planned had a function's returns probed at
+  // its return instructions.
+  bool returns_probed_ = false;
 };
 
 }  // namespace

@@ -35,6 +35,12 @@ enum class ProbeProgram {
   kUprobeReturnSite,
 };
 
+// The name of the entry probe louped places on `__cxa_begin_catch` where
+// calls are probed at their returns: where a C++ exception is caught, the
+// calls it unwound (their frames below the catch's) end
+// (session/uprobe_pairer.h). Bracketed, it names no user probe.
+inline constexpr std::string_view kExceptionCaughtProbe = "[exception caught]";
+
 struct ProbeAttachment {
   ProbeProgram program = ProbeProgram::kUsdt;
   std::string path;  // openable by the daemon (through /proc/PID/root)

@@ -271,10 +271,22 @@ void Pipeline::Release(OwnedEvent& event) {
   targets_.Track(event);
   operations_.Observe(event.record);
   calls_.Observe(event.record, event.user_sp);
-  Write(event);
+  if (UprobePairer::IsCatch(event.record)) {
+    WriteUnwound(event.record);
+  } else {
+    Write(event);
+  }
   if (ended_interval) {
     operations_.Observe(interval_.record);
     Write(interval_);
+  }
+}
+
+void Pipeline::WriteUnwound(const format::Record& caught) {
+  for (const format::UprobeReturn& ret : calls_.unwound()) {
+    unwound_.Clear();
+    unwound_.record = {.time_ns = caught.time_ns, .tid = caught.tid, .cpu = caught.cpu, .payload = ret};
+    Write(unwound_);
   }
 }
 

@@ -108,6 +108,8 @@ class Pipeline {
     return [this](OwnedEvent& event) { Release(event); };
   }
   void Write(OwnedEvent& event);
+  // In place of an exception's catch: the returns of the calls it unwound.
+  void WriteUnwound(const format::Record& caught);
   // When tracing stops at `end_ns`: a wait from the first event on for each
   // target thread that never switched and sleeps now.
   void WriteAsleepAllAlong(uint64_t end_ns);
@@ -146,6 +148,7 @@ class Pipeline {
   OffCpuTracker offcpu_;
   MissedSwitchIns missed_;
   OwnedEvent interval_;  // the off_cpu event being written, its buffers reused
+  OwnedEvent unwound_;   // a return an exception's catch stands for
   ForeignThreads foreign_;
   OperationTracker operations_;
   UprobePairer calls_;

@@ -4,10 +4,18 @@
 #include <variant>
 
 #include "daemon/base/overloaded.h"
+#include "daemon/probes/probe_plan.h"
 
 namespace loupe::session {
 
+bool UprobePairer::IsCatch(const format::Record& record) {
+  const auto* entry = std::get_if<format::UprobeEntry>(&record.payload);
+  return entry != nullptr && entry->probe == probes::kExceptionCaughtProbe;
+}
+
 void UprobePairer::Observe(format::Record& record, uint64_t user_sp) {
+  unwound_.clear();
+  if (IsCatch(record)) return Unwind(record, user_sp);
   std::visit(Overloaded{
                  [&](const format::UprobeEntry& entry) { Enter(record, entry.probe, user_sp); },
                  [&](format::UprobeReturn& ret) { Pair(record, ret, user_sp); },
@@ -55,6 +63,35 @@ void UprobePairer::Pair(const format::Record& record, format::UprobeReturn& ret,
   ret.duration_ns = record.time_ns - stack[own].time_ns;
   stack.resize(own);
   if (stack.empty()) entries_.erase(it);
+}
+
+void UprobePairer::Unwind(const format::Record& record, uint64_t sp) {
+  if (sp == 0) return;
+  // __cxa_begin_catch is called from the catching frame: a call made from
+  // that frame has the same stack pointer at its entry, deeper ones lower.
+  // Calls still running around the catch have theirs above it.
+  unwinding_.clear();
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto& [key, stack] = *it;
+    if (key.first != record.tid) {
+      ++it;
+      continue;
+    }
+    while (!stack.empty() && stack.back().sp != 0 && stack.back().sp <= sp) {
+      unwinding_.push_back({stack.back().sp, format::UprobeReturn{.probe = key.second,
+                                                                  .duration_ns = record.time_ns - stack.back().time_ns,
+                                                                  .unwound = true}});
+      stack.pop_back();
+    }
+    if (stack.empty()) {
+      entries_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  std::sort(unwinding_.begin(), unwinding_.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (auto& [entry_sp, ret] : unwinding_) unwound_.push_back(ret);
 }
 
 size_t UprobePairer::open_calls() const {

@@ -3,7 +3,9 @@
 // latency on the return event. By the stack pointer when the records have
 // it: an exception (or longjmp) leaves calls with no return, and a return
 // is then its own call's, not the innermost one still open; a new entry at
-// or above an open call's stack depth means that call is over.
+// or above an open call's stack depth means that call is over. Where a C++
+// exception is caught (kExceptionCaughtProbe), the calls whose frames it
+// unwound end there, as returns marked `unwound`.
 #ifndef LOUPE_DAEMON_SESSION_UPROBE_PAIRER_H_
 #define LOUPE_DAEMON_SESSION_UPROBE_PAIRER_H_
 
@@ -24,6 +26,12 @@ class UprobePairer {
   // Feed every event in time order, with its user stack pointer (0
   // unknown); fills UprobeReturn::duration_ns.
   void Observe(format::Record& record, uint64_t user_sp);
+  // Whether `record` is the catch of an exception: louped's own event,
+  // which stands for the returns Observe put in unwound(), not written.
+  static bool IsCatch(const format::Record& record);
+  // The calls the last catch observed unwound, innermost first, to be
+  // written at its time on its thread.
+  const std::vector<format::UprobeReturn>& unwound() const { return unwound_; }
   size_t open_calls() const;
 
  private:
@@ -36,8 +44,12 @@ class UprobePairer {
   void Enter(const format::Record& record, std::string_view probe, uint64_t sp);
   // A return: its latency from its own entry.
   void Pair(const format::Record& record, format::UprobeReturn& ret, uint64_t sp);
+  // An exception caught by a frame whose calls' stack pointer is `sp`.
+  void Unwind(const format::Record& record, uint64_t sp);
 
   absl::flat_hash_map<Key, std::vector<Entry>> entries_;
+  std::vector<format::UprobeReturn> unwound_;
+  std::vector<std::pair<uint64_t, format::UprobeReturn>> unwinding_;  // by entry sp
 };
 
 }  // namespace loupe::session

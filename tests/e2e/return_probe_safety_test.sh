@@ -6,7 +6,8 @@
 # goroutine's stack, dies on it ("fatal error: unknown caller pc").
 # - The returns are probed at the function's own return instructions, in
 #   C++ and in a C library that calls back into C++ alike: every call that
-#   returned is seen to, exactly, and the calls an exception left are not.
+#   returned is seen to, exactly, and each call an exception left ends
+#   where it was caught (__cxa_begin_catch), marked unwound.
 # - Go: refused, with a note in the trace; an entry probe still works.
 set -euo pipefail
 tracectl=$1 throw_through=$2 source=$3
@@ -49,12 +50,27 @@ traced() {
 
 # 3000 calls, every third left by an exception, with a return probe on the
 # throwing function or on the C library's that runs it: 3000 entries,
-# exactly 2000 returns.
+# exactly 2000 returns and 1000 calls unwound; none left open.
 for probe in "$throw_through:_Z14handle_requestl%return" "libcallback_lib:run_callback%return"; do
   traced cpp "$throw_through" 3000 "$probe"
   grep -q "done 2000 1000" "$work/cpp.out" || fail "the program under $probe: $(cat "$work/cpp.out")"
   [ "$(count uprobe_entry "$work/cpp.verify")" = 3000 ] || fail "entries: $(cat "$work/cpp.verify")"
-  [ "$(count uprobe_return "$work/cpp.verify")" = 2000 ] || fail "returns: $(cat "$work/cpp.verify")"
+  [ "$(count uprobe_return "$work/cpp.verify")" = 3000 ] || fail "returns: $(cat "$work/cpp.verify")"
+  "$tracectl" export --format json "$work/cpp" -o "$work/cpp.jsonl" > /dev/null
+  "$tracectl" report "$work/cpp" --json > "$work/cpp.report.json"
+  python3 - "$work/cpp.jsonl" "$work/cpp.report.json" << 'EOF'
+import json, sys
+returns = [e for e in map(json.loads, open(sys.argv[1])) if e["kind"] == "uprobe_return"]
+unwound = sum(1 for e in returns if e.get("unwound"))
+if unwound != 1000:
+    sys.exit(f"FAIL: {unwound} of {len(returns)} returns unwound, not 1000")
+if any(e.get("unwound") and e["duration_ns"] == 0 for e in returns):
+    sys.exit("FAIL: an unwound call without its duration")
+(kind,) = json.load(open(sys.argv[2]))["request_kinds"]
+if (kind["count"], kind["unwound"], kind["unpaired"]["begins"]) != (3000, 1000, 0):
+    sys.exit(f"FAIL: the report's calls: {kind['count']}, {kind['unwound']} unwound, "
+             f"{kind['unpaired']['begins']} begun without an end")
+EOF
   rm -rf "$work"/cpp*
 done
 

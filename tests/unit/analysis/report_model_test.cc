@@ -736,6 +736,47 @@ TEST(ReportModelTest, AReturnEndsItsOwnCallNotOneAnExceptionLeft) {
   EXPECT_EQ(rec->total_ns, 14'000u) << "rec(2), 3 µs to 9 µs, and rec(1), 2 µs to 10 µs";
 }
 
+// handle() calls step(), which throws; handle's caller catches at 6 µs:
+// louped wrote both calls' ends there, marked unwound. They are requests
+// like any, labelled, and the thread is outside requests from the catch on.
+TEST(ReportModelTest, CallsAnExceptionUnwoundEndAtItsCatch) {
+  ReportModel model({});
+  v1::SegmentHeader header;
+  (*header.mutable_config())["uprobes"] = "svc:handle%return svc:step%return";
+  model.AddHeader(header);
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::UprobeEntry{.probe = "svc:handle"}});
+  model.Add({.time_ns = 3'000, .tid = kHandler, .payload = format::UprobeEntry{.probe = "svc:step"}});
+  model.Add({.time_ns = 6'000, .tid = kHandler,
+             .payload = format::UprobeReturn{.probe = "svc:step", .duration_ns = 3'000, .unwound = true}});
+  model.Add({.time_ns = 6'000, .tid = kHandler,
+             .payload = format::UprobeReturn{.probe = "svc:handle", .duration_ns = 4'000, .unwound = true}});
+  model.Add({.time_ns = 10'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+  model.Finish();
+  for (const char* name : {"svc:handle", "svc:step"}) {
+    const KindReport* kind = KindNamed(model, name);
+    ASSERT_NE(kind, nullptr) << name;
+    EXPECT_EQ(kind->count, 1u) << name;
+    EXPECT_EQ(kind->unwound, 1u) << name;
+    EXPECT_EQ(kind->unpaired_begins, 0u) << name;
+  }
+  EXPECT_EQ(KindNamed(model, "svc:handle")->max_ns, 4'000u);
+  const ThreadReport* handler = nullptr;
+  for (const ThreadReport& thread : model.threads()) {
+    if (thread.thread.tid == kHandler) handler = &thread;
+  }
+  ASSERT_NE(handler, nullptr);
+  EXPECT_EQ(handler->inside.on_cpu_ns, 4'000u) << "from the call to the catch";
+  EXPECT_EQ(handler->outside.on_cpu_ns, 5'000u) << "before the call, and after the catch";
+  ASSERT_FALSE(model.slowest().empty());
+  EXPECT_TRUE(model.slowest().front().unwound);
+  const std::string text = ReportText(model, {.events = 8});
+  EXPECT_NE(text.find("1 of them left by an exception, not a return"), std::string::npos) << text;
+  EXPECT_NE(text.find("left by an exception (to its catch)"), std::string::npos) << text;
+  EXPECT_NE(ReportJson(model, {}).find("\"unwound\":1"), std::string::npos);
+}
+
 // The scheduler's programs record from the start; the probes that see
 // requests come up later. The thread table says from when requests count.
 TEST(ReportModelTest, TheThreadTableSaysFromWhenRequestsCouldBeSeen) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "daemon/probes/probe_plan.h"
 #include "daemon/session/content_policy.h"
 #include "daemon/session/operation_tracker.h"
 #include "daemon/session/probe_record_decoder.h"
@@ -35,7 +36,7 @@ loupe_record_header Header(uint16_t type, uint64_t time_ns) {
   return {.type = type, .size = 0, .cpu = 1, .time_ns = time_ns};
 }
 
-const std::vector<std::string> kProbeNames = {"prov:start", "libc:malloc"};
+const std::vector<std::string> kProbeNames = {"prov:start", "libc:malloc", "app:step"};
 
 TEST(ContentPolicyTest, NamesPolicyKeepsLengthAndAKeyedHashOnly) {
   ContentFilter names(ContentPolicy::kNames);
@@ -260,6 +261,49 @@ TEST(UprobePairerTest, ByTheStackPointerAReturnIsItsOwnCallsPastAnException) {
   EXPECT_EQ(std::get<format::UprobeReturn>(steps[5].record.payload).duration_ns, 200u);
   EXPECT_EQ(std::get<format::UprobeReturn>(steps[8].record.payload).duration_ns, 50u);
   EXPECT_EQ(pairer.open_calls(), 0u);
+}
+
+// handle(1) -> step() throws; handle's caller catches (its frame's calls
+// have handle's stack pointer), so both end there, innermost first, marked
+// unwound. serve(), which called the catcher, runs on and returns.
+TEST(UprobePairerTest, ACatchEndsTheCallsTheExceptionUnwound) {
+  UprobePairer pairer;
+  const std::string_view serve = kProbeNames[0], handle = kProbeNames[1], step = kProbeNames[2];
+  struct Step {
+    format::Record record;
+    uint64_t sp;
+  };
+  std::vector<Step> steps = {
+      {At(1, format::UprobeEntry{.probe = serve}, 100), 0x8000},
+      {At(1, format::UprobeEntry{.probe = handle}, 110), 0x7000},
+      {At(1, format::UprobeEntry{.probe = step}, 120), 0x6e00},
+      {At(2, format::UprobeEntry{.probe = step}, 125), 0x6000},  // another thread's
+      {At(1, format::UprobeEntry{.probe = probes::kExceptionCaughtProbe}, 150), 0x7000},
+  };
+  for (Step& step : steps) {
+    pairer.Observe(step.record, step.sp);
+    if (&step != &steps.back()) {
+      EXPECT_FALSE(UprobePairer::IsCatch(step.record));
+      EXPECT_TRUE(pairer.unwound().empty());
+    }
+  }
+  EXPECT_TRUE(UprobePairer::IsCatch(steps.back().record));
+  const std::vector<format::UprobeReturn>& unwound = pairer.unwound();
+  ASSERT_EQ(unwound.size(), 2u);
+  EXPECT_EQ(unwound[0].probe, step);
+  EXPECT_EQ(unwound[0].duration_ns, 30u);
+  EXPECT_TRUE(unwound[0].unwound);
+  EXPECT_EQ(unwound[1].probe, handle);
+  EXPECT_EQ(unwound[1].duration_ns, 40u);
+  EXPECT_TRUE(unwound[1].unwound);
+  EXPECT_EQ(pairer.open_calls(), 2u);  // serve, and thread 2's step
+
+  format::Record ret = At(1, format::UprobeReturn{.probe = serve}, 300);
+  pairer.Observe(ret, 0x8000);
+  EXPECT_TRUE(pairer.unwound().empty());
+  EXPECT_EQ(std::get<format::UprobeReturn>(ret.payload).duration_ns, 200u);
+  EXPECT_FALSE(std::get<format::UprobeReturn>(ret.payload).unwound);
+  EXPECT_EQ(pairer.open_calls(), 1u);
 }
 
 }  // namespace

@@ -101,6 +101,8 @@ TEST(BlockCodecTest, ProtobufReadsTheHandWrittenBlock) {
   EXPECT_EQ(block.loss().reason(0), static_cast<uint32_t>(v1::RING_FULL));
   ASSERT_EQ(block.usdt().args_size(), 5);
   EXPECT_EQ(block.usdt().args(3), std::numeric_limits<int64_t>::min());
+  ASSERT_EQ(block.uprobe_return().unwound_size(), 1);
+  EXPECT_EQ(block.uprobe_return().unwound(0), 1u);
   EXPECT_EQ(block.span_begin().span_id(0), 77);   // delta from 0
   EXPECT_EQ(block.span_begin().parent_id(0), 1);  // 77 - 76: no open span predicted it
   // One low time byte per event; the rest of each delta in time_deltas.
