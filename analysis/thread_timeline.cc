@@ -131,13 +131,11 @@ void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
 }
 
 void ThreadTimeline::OnExit(const format::Record& record) {
-  // Ran from the start to its exit without a switch: its exit is its first record.
-  if (Track* track = Traced(record.tid); track != nullptr && FromStart(*track)) {
-    track->state = ThreadState::kRunning;
-    track->since = track->start_ns;
-    track->cpu = record.cpu;
+  OnOwnRecord(record, 0);  // the exit ran in it
+  if (Track* track = Traced(record.tid)) {
+    track->exited = true;
+    track->exited_ns = record.time_ns;
   }
-  Gone(record.tid, record.time_ns);
 }
 
 void ThreadTimeline::OnExec(const format::Record& record, const format::ProcessExec& exec) {
@@ -204,7 +202,17 @@ void ThreadTimeline::OnSwitch(const format::Record& record, const format::SchedS
                                                 lost->second.state == ThreadState::kRunning &&
                                                 lost->second.cpu == record.cpu) {
       Flush(cpu.current);
-      LoseTrack(cpu.current, lost->second, lost->second.since);
+      Track& track = lost->second;
+      if (track.exited) {
+        // Its last switch went unrecorded: it ran to its exit, and was gone
+        // by now, at a time the trace does not tell.
+        const uint64_t ran_to = std::max(track.since, track.exited_ns);
+        Emit(cpu.current, track, ThreadState::kRunning, track.since, ran_to);
+        LoseTrack(cpu.current, track, ran_to);
+        Gone(cpu.current, record.time_ns);
+      } else {
+        LoseTrack(cpu.current, track, track.since);
+      }
     }
   }
   // Whoever switched out had this CPU until now: every thread waiting here waited for it.
@@ -520,7 +528,9 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
     if (end_ns < track.since) continue;
     switch (track.state) {
       case ThreadState::kRunning:
-        Emit(tid, track, ThreadState::kRunning, track.since, end_ns);
+        // Exited, its last switch not in the trace: it ran to its exit at least.
+        Emit(tid, track, ThreadState::kRunning, track.since,
+             track.exited ? std::max(track.since, track.exited_ns) : end_ns);
         break;
       case ThreadState::kBlocked:
         sink_(Waited(tid, track, end_ns));

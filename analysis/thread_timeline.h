@@ -137,6 +137,10 @@ class ThreadTimeline {
     // yet: its first one tells its state since then (FromStart).
     bool from_start = false;
     uint64_t start_ns = 0;
+    // Its exit record came: it is gone at its last switch (TASK_DEAD),
+    // which may follow preemptions on the way out.
+    bool exited = false;
+    uint64_t exited_ns = 0;
     RecentLog recent_samples{}, recent_waits{};
     uint8_t next_sample = 0, next_wait = 0;
   };

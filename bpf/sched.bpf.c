@@ -270,6 +270,12 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	}
 	if (!prev_is_target && !next_is_target && *waiting <= 0)
 		return 0;
+	/* A process whose last thread leaves its CPU for good is gone: no
+	 * target any more, as its pid may be reused. This switch, after its
+	 * exit record, is still recorded. */
+	if (prev_is_target && (prev_state & LOUPE_TASK_DEAD) &&
+	    BPF_CORE_READ(prev, signal, live.counter) == 0)
+		bpf_map_delete_elem(&target_tgids, &prev_tgid);
 	rec = scratch_space();
 	if (!rec)
 		return 0;
@@ -288,9 +294,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	rec->user_depth = 0;
 	rec->kernel_depth = 0;
 	rec->stack_flags = 0;
-	/* Also when prev is no target any more: a process's last thread leaves
-	 * the target map at its exit, before this, its last switch, which may
-	 * follow a switch-in the kernel did not report. */
+	/* Its last switch may follow a switch-in the kernel did not report. */
 	rec->prev_ran_ns = ran_since_arrival(prev);
 	fill_comm(rec->prev_comm, prev, prev_is_target, rec->prev_tid);
 	fill_comm(rec->next_comm, next, next_is_target, next_tid);
@@ -448,9 +452,9 @@ static __always_inline int on_exit(struct task_struct *task)
 		rec->group_dead = group_dead;
 		bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	}
-	/* A process that is gone is no target: its pid may be reused. */
-	if (group_dead)
-		bpf_map_delete_elem(&target_tgids, &tgid);
+	/* The process stays a target until its last thread's last switch
+	 * (on_switch): until then it may still be preempted, and that switch
+	 * says when it left its CPU. */
 	return 0;
 }
 

@@ -79,6 +79,10 @@ struct loupe_record_header {
  * CPU quota, so that it waits for the quota, not for a CPU. */
 #define LOUPE_SWITCH_THROTTLED (1u << 29)
 
+/* The kernel's TASK_DEAD in a switch's prev_state: an exited thread's last
+ * switch. */
+#define LOUPE_TASK_DEAD 0x80u
+
 /* Stacks travel as user frames then kernel frames; records are cut after
  * the last frame, so `size` varies. */
 struct loupe_sched_switch {

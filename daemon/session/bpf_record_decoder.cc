@@ -85,6 +85,7 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
     case LOUPE_REC_SCHED_SWITCH: {
       static_assert(LOUPE_SWITCH_THROTTLED == format::kSwitchThrottled,
                     "the mark travels into the trace as it is");
+      static_assert(LOUPE_TASK_DEAD == format::kTaskDead, "the kernel's state, as it is");
       loupe_sched_switch r;
       const size_t fixed = offsetof(loupe_sched_switch, frames);
       if (!Load(bytes, fixed, &r)) return false;

@@ -4,6 +4,7 @@
 // target thread, as the kernel's own per-thread counters count them.
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -25,6 +26,34 @@ namespace {
 using SchedSkeleton = Skeleton<loupe_sched, loupe_sched__open, loupe_sched__load,
                                loupe_sched__attach, loupe_sched__destroy>;
 
+// The sched programs of this kernel's flavour, loaded and attached for the
+// target `tgid`.
+absl::StatusOr<SchedSkeleton> AttachFor(uint32_t tgid) {
+  absl::StatusOr<SchedSkeleton> skel = SchedSkeleton::Open("sched");
+  if (!skel.ok()) return skel.status();
+  // Only the BTF tracepoint set: this kernel has it. Not the flavour that
+  // reads the preempt count, which needs it in kallsyms.
+  bpf_program* program;
+  bpf_object__for_each_program(program, (*skel)->obj) {
+    const std::string_view name = bpf_program__name(program);
+    bpf_program__set_autoload(program, !name.ends_with("_raw") && name.find("_pcnt") == std::string_view::npos);
+  }
+  if (absl::Status loaded = skel->Load(); !loaded.ok()) return loaded;
+  // Set between load and attach, as a session does: switch-out kernel
+  // stacks then start inside __schedule, the tracer's frames left out.
+  const std::optional<symbols::TextRange> schedule = symbols::KallsymsFunctionRange("__schedule");
+  if (!schedule) return absl::NotFoundError("__schedule's address is not in kallsyms for root");
+  (*skel)->bss->cfg_schedule_start = schedule->first;
+  (*skel)->bss->cfg_schedule_end = schedule->second;
+  const uint8_t yes = 1;
+  if (bpf_map__update_elem((*skel)->maps.target_tgids, &tgid, sizeof tgid, &yes, sizeof yes,
+                           BPF_ANY) != 0) {
+    return absl::InternalError("cannot add the target");
+  }
+  if (absl::Status attached = skel->Attach(); !attached.ok()) return attached;
+  return skel;
+}
+
 char ThreadState(pid_t tid) {
   std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(stat)), {});
@@ -34,29 +63,11 @@ char ThreadState(pid_t tid) {
 
 TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
   LOUPE_REQUIRE_PRIVILEGES();
-  auto skel = SchedSkeleton::Open("sched");
-  ASSERT_TRUE(skel.ok()) << skel.status();
-  // Only the BTF tracepoint set: this kernel has it. Not the flavour that
-  // reads the preempt count, which needs it in kallsyms.
-  bpf_object* object = (*skel)->obj;
-  bpf_program* program;
-  bpf_object__for_each_program(program, object) {
-    const std::string_view name = bpf_program__name(program);
-    bpf_program__set_autoload(program, !name.ends_with("_raw") && name.find("_pcnt") == std::string_view::npos);
-  }
-  ASSERT_TRUE(skel->Load().ok());
-  // Set between load and attach, as a session does: switch-out kernel
-  // stacks then start inside __schedule, the tracer's frames left out.
-  const std::optional<symbols::TextRange> schedule = symbols::KallsymsFunctionRange("__schedule");
-  ASSERT_TRUE(schedule.has_value()) << "__schedule's address is not in kallsyms for root";
-  (*skel)->bss->cfg_schedule_start = schedule->first;
-  (*skel)->bss->cfg_schedule_end = schedule->second;
   const uint32_t tgid = static_cast<uint32_t>(getpid());
-  const uint8_t yes = 1;
-  ASSERT_EQ(bpf_map__update_elem((*skel)->maps.target_tgids, &tgid, sizeof tgid, &yes, sizeof yes,
-                                 BPF_ANY),
-            0);
-  ASSERT_TRUE(skel->Attach().ok());
+  absl::StatusOr<SchedSkeleton> skel = AttachFor(tgid);
+  ASSERT_TRUE(skel.ok()) << skel.status();
+  const std::optional<symbols::TextRange> schedule = symbols::KallsymsFunctionRange("__schedule");
+  ASSERT_TRUE(schedule.has_value());
 
   std::atomic<pid_t> worker_tid = 0;
   int release[2], done[2];
@@ -119,6 +130,59 @@ TEST(SchedSwitchTest, OneRecordPerContextSwitchOfTheTarget) {
             0);
   for (uint64_t v : per_cpu) ring_full += v;
   EXPECT_EQ(ring_full, 0u);
+}
+
+// A process's last thread exits and leaves its CPU for good to a task that
+// is no target (here: idle, or whatever runs there): that last switch is
+// recorded, after the exit record, and only then is the process no target.
+TEST(SchedSwitchTest, AnExitingProcesssLastSwitchIsRecorded) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c;
+    close(go[1]);
+    _exit(read(go[0], &c, 1) == 1 ? 0 : 1);
+  }
+  close(go[0]);
+  const uint32_t tgid = static_cast<uint32_t>(child);
+  absl::StatusOr<SchedSkeleton> skel = AttachFor(tgid);
+  ASSERT_TRUE(skel.ok()) << skel.status();
+  ASSERT_EQ(write(go[1], "g", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  close(go[1]);
+
+  bool exited = false, dead_switch = false, dead_switch_after_exit = false;
+  auto ring =
+      RingBuffer::Create(bpf_map__fd((*skel)->maps.events), [&](std::span<const uint8_t> bytes) {
+        loupe_record_header hdr;
+        std::memcpy(&hdr, bytes.data(), sizeof hdr);
+        if (hdr.type == LOUPE_REC_THREAD_EXIT) {
+          loupe_thread_exit rec{};
+          std::memcpy(&rec, bytes.data(), std::min(bytes.size(), sizeof rec));
+          if (rec.tid == tgid) exited = true;
+        } else if (hdr.type == LOUPE_REC_SCHED_SWITCH) {
+          loupe_sched_switch rec{};
+          std::memcpy(&rec, bytes.data(), std::min(bytes.size(), sizeof rec));
+          if (rec.prev_tid == tgid && (rec.prev_state & LOUPE_TASK_DEAD) != 0) {
+            dead_switch = true;
+            dead_switch_after_exit = exited;
+          }
+        }
+      });
+  ASSERT_TRUE(ring.ok());
+  ASSERT_TRUE((*ring)->Drain().ok());
+  EXPECT_TRUE(exited);
+  EXPECT_TRUE(dead_switch) << "the exited process's last switch is missing";
+  EXPECT_TRUE(dead_switch_after_exit);
+  uint8_t value;
+  EXPECT_NE(bpf_map__lookup_elem((*skel)->maps.target_tgids, &tgid, sizeof tgid, &value,
+                                 sizeof value, 0),
+            0)
+      << "a process that is gone stays a target";
 }
 
 }  // namespace

@@ -303,7 +303,7 @@ TEST_F(TimelineTest, AnExecFromAnotherThanTheMainThreadHandsItsTidOver) {
   EXPECT_EQ(b[0].end, 3'000u);
   const std::vector<Seen> main = Of(kPid);
   ASSERT_EQ(main.size(), 3u);
-  EXPECT_EQ(main[0].end, 2'000u);
+  EXPECT_EQ(main[0].end, 2'100u);  // its last switch
   EXPECT_EQ(main[1].state, ThreadState::kRunning);
   EXPECT_EQ(main[1].begin, 3'000u);
   EXPECT_EQ(main[1].end, 4'000u);
@@ -398,6 +398,7 @@ TEST_F(TimelineTest, AThreadsFirstRecordTellsItsStateSinceRecordingBegan) {
   Switch(3'000, 0, kA, kB, 0);  // a ran since the start; b waited for the CPU
   constexpr uint32_t kE = 105;  // ran from the start to its exit, unswitched
   Feed({.time_ns = 2'000, .tid = kE, .cpu = 1, .payload = format::ThreadExit{}});
+  Switch(2'050, 1, kE, 0, format::kTaskDead);
   Wake(4'000, kB, kC, 1);       // c slept since the start
   Switch(4'500, 1, 0, kC, 0);
   Feed({.time_ns = 5'000, .tid = kD, .cpu = 1, .payload = format::CpuSample{}});  // d ran
@@ -428,7 +429,7 @@ TEST_F(TimelineTest, AThreadsFirstRecordTellsItsStateSinceRecordingBegan) {
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].state, ThreadState::kRunning);
   EXPECT_EQ(e[0].begin, 1'000u);
-  EXPECT_EQ(e[0].end, 2'000u);
+  EXPECT_EQ(e[0].end, 2'050u);  // its last switch
 }
 
 // Without that record (older traces, replays) the time before a thread's
@@ -508,11 +509,14 @@ TEST_F(TimelineTest, AHoldersSamplesInTheWaitSayWhatItHeldTheCpuFor) {
   EXPECT_EQ(a[1].holders[0].doing_stack, 6u);
 }
 
+// An exited thread whose last switch is not in the trace ran to its exit
+// at least; it does not run on to the trace's end.
 TEST_F(TimelineTest, ForeignThreadsHaveNoTimelineAndExitEndsRunning) {
   Feed({.tid = 300, .payload = format::ThreadInfo{.pid = 300, .name = "noisy", .foreign = true,
                                                   .process_name = "bg"}});
   Switch(10, 0, 300, kA, 0);
   Feed({.time_ns = 40, .tid = kA, .cpu = 0, .payload = format::ThreadExit{.pid = kPid}});
+  timeline_.Finish(10'000);
   EXPECT_TRUE(Of(300).empty());
   const std::vector<Seen> a = Of(kA);
   ASSERT_EQ(a.size(), 1u);
@@ -520,8 +524,8 @@ TEST_F(TimelineTest, ForeignThreadsHaveNoTimelineAndExitEndsRunning) {
   EXPECT_EQ(a[0].end, 40u);
 }
 
-// After its exit record a thread switches out once more, dead: it waits for
-// nothing from then on, however long the trace goes on.
+// After its exit record a thread switches out once more, dead: it ran until
+// then, and waits for nothing from then on, however long the trace goes on.
 TEST_F(TimelineTest, AnExitedThreadsLastSwitchBeginsNoWait) {
   Switch(10, 0, 0, kA, 0);
   Feed({.time_ns = 40, .tid = kA, .cpu = 0, .payload = format::ThreadExit{.pid = kPid}});
@@ -531,10 +535,43 @@ TEST_F(TimelineTest, AnExitedThreadsLastSwitchBeginsNoWait) {
   const std::vector<Seen> a = Of(kA);
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].state, ThreadState::kRunning);
-  EXPECT_EQ(a[0].end, 40u);
+  EXPECT_EQ(a[0].end, 45u);
   const std::vector<Seen> b = Of(kB);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].end, 10'000u);
+}
+
+// On its way out after its exit record a thread is preempted, runs again,
+// and switches out dead: its time is placed to that last switch. Where
+// that switch is missing (another thread switches out on its CPU), it is
+// gone there, the stretch between unplaced, not the rest of the trace.
+TEST_F(TimelineTest, AnExitingThreadIsPlacedToItsLastSwitch) {
+  Switch(10, 0, 0, kA, 0);
+  Feed({.time_ns = 40, .tid = kA, .cpu = 0, .payload = format::ThreadExit{.pid = kPid}});
+  Switch(50, 0, kA, 0, 0);  // preempted
+  Switch(70, 0, 0, kA, 0);
+  Switch(80, 0, kA, 0, format::kTaskDead);
+  Switch(100, 1, 0, kB, 0);
+  Feed({.time_ns = 120, .tid = kB, .cpu = 1, .payload = format::ThreadExit{.pid = kPid}});
+  // Its last switch, to another process, unrecorded; that one switches out.
+  Switch(200, 1, 300, 0, 1);
+  timeline_.Finish(10'000);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].state, ThreadState::kRunning);
+  EXPECT_EQ(a[0].end, 50u);
+  EXPECT_EQ(a[1].state, ThreadState::kRunnable);
+  EXPECT_EQ(a[2].state, ThreadState::kRunning);
+  EXPECT_EQ(a[2].begin, 70u);
+  EXPECT_EQ(a[2].end, 80u);
+  const std::vector<Seen> b = Of(kB);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].state, ThreadState::kRunning);
+  EXPECT_EQ(b[0].begin, 100u);
+  EXPECT_EQ(b[0].end, 120u);
+  EXPECT_EQ(b[1].state, ThreadState::kUnknown);
+  EXPECT_EQ(b[1].begin, 120u);
+  EXPECT_EQ(b[1].end, 200u);
 }
 
 // b slept most of the time a waited, woke, exited, and woke a on its way
