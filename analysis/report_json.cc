@@ -153,7 +153,10 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                   {"unplaced", {{"stretches", model.unplaced_stretches()},
                                 {"ns", model.unplaced_ns()},
                                 {"last_end_ns", model.unplaced_last_end_ns()}}},
-                  {"starts_mid_session", model.starts_mid_session()}};
+                  {"starts_mid_session", model.starts_mid_session()},
+                  {"sessions", {{"count", model.sessions()},
+                                {"threads_across", model.threads_across_sessions()},
+                                {"threads_in_overlapping", model.threads_in_overlapping_sessions()}}}};
   Json kinds = Json::array();
   for (const KindReport& kind : model.kinds()) {
     Json row = {{"kind", RequestSourceName(kind.kind.source)},

@@ -48,7 +48,23 @@ std::string Percent(double share) { return fmt::format("{:.0f} %", share * 100);
 ReportModel::ReportModel(ReportOptions options)
     : options_(std::move(options)),
       timeline_(stacks_.threads(), [this](const StateInterval& interval) { OnInterval(interval); }),
-      kinds_(options_.pairs) {}
+      kinds_(options_.pairs) {
+  timeline_.set_session_left([this](uint32_t tid) { LeaveSession(tid); });
+}
+
+// What a thread began in an earlier session and did not end there stays
+// unended: an end in this one may be another call's, and what happened
+// between the two was not traced.
+void ReportModel::LeaveSession(uint32_t tid) {
+  auto it = accounts_.find(tid);
+  if (it == accounts_.end()) return;
+  ThreadAccount& account = it->second;
+  for (const OpenRequest& open : account.open) {
+    ++kind_stats_[open.kind].unpaired_begins;
+    account.ledger.Close();
+  }
+  account.open.clear();
+}
 
 void ReportModel::AddHeader(const v1::SegmentHeader& header) {
   kinds_.AddHeader(header);
@@ -85,7 +101,7 @@ bool ReportModel::Wanted(const format::Record& record, const RequestMark& mark) 
   return !options_.operation || mark.operation_id == *options_.operation;
 }
 
-void ReportModel::Add(const format::Record& record) {
+void ReportModel::Add(const format::Record& record, uint32_t session) {
   using namespace format;
   if (first_ns_ == 0) first_ns_ = record.time_ns;
   last_ns_ = std::max(last_ns_, record.time_ns);
@@ -109,8 +125,11 @@ void ReportModel::Add(const format::Record& record) {
                    }
                  }},
              record.payload);
-  timeline_.Add(record, stack);
+  timeline_.Add(record, stack, session);
+  sessions_ = std::max(sessions_, session + 1);
   const RequestMark mark = kinds_.Mark(record);
+  // Two sessions traced the thread at once: the later one's requests count.
+  if (mark.type != RequestMark::kNone && timeline_.InLaterSession(record.tid)) return;
   if (mark.type != RequestMark::kNone && first_request_event_ns_ == 0) {
     first_request_event_ns_ = record.time_ns;
   }
@@ -300,9 +319,14 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
     return;
   }
   ThreadAccount& account = it->second;
+  auto open = std::find_if(account.open.rbegin(), account.open.rend(), matches);
+  if (record.time_ns < open->begin_ns) {
+    // Time ran backwards (a damaged trace): no duration can be told.
+    ++kind_stats_[open->kind].unpaired_ends;
+    return;
+  }
   timeline_.Flush(record.tid);
   Settle(record.tid, account, record.time_ns);
-  auto open = std::find_if(account.open.rbegin(), account.open.rend(), matches);
   // Requests opened inside it and never closed end with it, unpaired.
   for (auto inner = account.open.rbegin(); inner != open; ++inner) {
     ++kind_stats_[inner->kind].unpaired_begins;

@@ -146,7 +146,9 @@ class ReportModel {
 
   // Before any record: each segment's header (uprobes with returns, sampling).
   void AddHeader(const v1::SegmentHeader& header);
-  void Add(const format::Record& record);
+  // Every record in time order, with its session's index among those read
+  // together (format::TraceReader::session).
+  void Add(const format::Record& record, uint32_t session = 0);
   void AddSymbols(const v1::SymbolTable& table) { stacks_.AddSymbols(table); }
   // After every record and symbol table.
   void Finish();
@@ -173,6 +175,11 @@ class ReportModel {
   // Stretches of the wanted threads' time, in the window, that no switch in
   // the trace places (one missing and not inferred): they read as unaccounted.
   uint64_t unplaced_stretches() const { return unplaced_stretches_; }
+  // Sessions read together; threads traced by more than one of them, and
+  // by two at the same time (whose earlier session's records are set aside).
+  uint32_t sessions() const { return sessions_; }
+  size_t threads_across_sessions() const { return timeline_.threads_across_sessions(); }
+  size_t threads_in_overlapping_sessions() const { return timeline_.threads_in_overlapping_sessions(); }
   // Some session's segment 0 is not in the trace read.
   bool starts_mid_session() const { return starts_mid_session_; }
   uint64_t unplaced_ns() const { return unplaced_ns_; }
@@ -253,6 +260,7 @@ class ReportModel {
   void Settle(uint32_t tid, ThreadAccount& account, uint64_t now);
   void Begin(const format::Record& record, const RequestMark& mark);
   void End(const format::Record& record, const RequestMark& mark);
+  void LeaveSession(uint32_t tid);
   // An operation passed on: kept until a thread binds its id again.
   void Pass(const format::Record& record, ThreadAccount& account, OpenRequest request);
   bool Slowest(uint64_t duration_ns) const;  // would it join the slowest kept?
@@ -292,6 +300,7 @@ class ReportModel {
   std::array<uint64_t, format::kMaxLossSource + 1> lost_by_source_{};
   uint64_t first_ns_ = 0, last_ns_ = 0;
   uint32_t sample_hz_ = 0;
+  uint32_t sessions_ = 0;
   absl::flat_hash_set<std::string> sessions_from_start_, sessions_mid_;  // by their headers
   bool starts_mid_session_ = false;
   std::vector<KindReport> kind_reports_;

@@ -186,6 +186,17 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
                        "percentiles (≈) are within 1.6 %\n",
                        model.sample_hz());
   }
+  if (model.threads_across_sessions() != 0 && model.threads_in_overlapping_sessions() == 0) {
+    out += fmt::format("  {} sessions are read together: what {} thread(s) did between them was not "
+                       "traced and is in no thread's times, and no request pairs across them\n",
+                       model.sessions(), model.threads_across_sessions());
+  }
+  if (model.threads_in_overlapping_sessions() != 0) {
+    out += fmt::format("  but {} thread(s) were traced by two sessions at the same time: read "
+                       "together, their events are there twice, so each one's are taken from "
+                       "the later session; report each session's files alone for the other\n",
+                       model.threads_in_overlapping_sessions());
+  }
   if (model.inferred_switches() != 0) {
     out += fmt::format("  but {} switch-in(s) the kernel did not report were placed from its scheduler "
                        "accounting, to a few µs (docs/bpf.md)\n",

@@ -31,7 +31,7 @@ uint64_t ThreadTimeline::since(uint32_t tid) const {
 }
 
 ThreadTimeline::Track* ThreadTimeline::Traced(uint32_t tid) {
-  if (!directory_.Traced(tid)) return nullptr;
+  if (!directory_.Traced(tid) || !InCurrentSession(tid)) return nullptr;
   auto [it, inserted] = threads_.try_emplace(tid);
   // A tid seen again after its thread's exit is a new thread, not one the
   // trace's start found.
@@ -49,6 +49,37 @@ ThreadTimeline::Track* ThreadTimeline::Traced(uint32_t tid) {
   return &it->second;
 }
 
+bool ThreadTimeline::InLaterSession(uint32_t tid) const {
+  auto it = session_of_.find(tid);
+  return it != session_of_.end() && it->second > session_;
+}
+
+bool ThreadTimeline::InCurrentSession(uint32_t tid) {
+  auto [of, added] = session_of_.try_emplace(tid, session_);
+  if (added || of->second == session_) return true;
+  if (of->second > session_) {
+    // A later session traces it too, at the same time: its view is kept.
+    overlapped_.insert(tid);
+    return false;
+  }
+  const uint32_t earlier = of->second;
+  of->second = session_;
+  across_sessions_.insert(tid);
+  if (auto it = threads_.find(tid); it != threads_.end()) {
+    Track& track = it->second;
+    Flush(tid);
+    EndTrack(tid, track, session_last_ns_[earlier]);
+    if (track.state == ThreadState::kRunnable) LeaveWaiters(tid, track.cpu);
+    for (Cpu& cpu : cpus_) {
+      if (cpu.current == tid) cpu.current_known = false;
+    }
+    threads_.erase(it);
+  }
+  ever_tracked_.erase(tid);  // its first record in this session places it
+  if (session_left_) session_left_(tid);
+  return true;
+}
+
 void ThreadTimeline::PreambleEnded() {
   if (starts_mid_session_ && described_a_process_) {
     for (uint32_t tid : described_) {
@@ -62,6 +93,8 @@ void ThreadTimeline::PreambleEnded() {
 }
 
 void ThreadTimeline::OnDescribed(const format::Record& record) {
+  // Described by a later session's preamble: placed from its start.
+  if (directory_.Traced(record.tid) && !InCurrentSession(record.tid)) return;
   if (record.time_ns != described_at_ns_) {
     PreambleEnded();
     described_at_ns_ = record.time_ns;
@@ -95,8 +128,11 @@ ThreadTimeline::Cpu& ThreadTimeline::CpuOf(uint32_t cpu) {
   return cpus_[index];
 }
 
-void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
+void ThreadTimeline::Add(const format::Record& record, uint32_t stack, uint32_t session) {
   using namespace format;
+  session_ = session;
+  if (session >= session_last_ns_.size()) session_last_ns_.resize(session + 1, 0);
+  session_last_ns_[session] = std::max(session_last_ns_[session], record.time_ns);
   if (!described_.empty() && !std::holds_alternative<ProcessInfo>(record.payload) &&
       !std::holds_alternative<ThreadInfo>(record.payload) &&
       !std::holds_alternative<ClockSync>(record.payload)) {
@@ -525,34 +561,38 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
   for (const uint32_t tid : tids) {
     Track& track = threads_.at(tid);
     Flush(tid);
-    if (end_ns < track.since) continue;
-    switch (track.state) {
-      case ThreadState::kRunning:
-        // Exited, its last switch not in the trace: it ran to its exit at least.
-        Emit(tid, track, ThreadState::kRunning, track.since,
-             track.exited ? std::max(track.since, track.exited_ns) : end_ns);
-        break;
-      case ThreadState::kBlocked:
-        sink_(Waited(tid, track, end_ns));
-        break;
-      case ThreadState::kRunnable: {
-        const Cpu& cpu = CpuOf(track.cpu);
-        if (cpu.current_known) Credit(track, cpu.current, end_ns);
-        HoldersDoing(track.holders, track.since, end_ns);
-        if (track.was_blocked) sink_(Waited(tid, track, track.since));
-        sink_({.tid = tid,
-               .state = ThreadState::kRunnable,
-               .begin_ns = track.since,
-               .end_ns = end_ns,
-               .cpu = track.cpu,
-               .holders = track.holders,
-               .throttled = track.throttled});
-        break;
-      }
-      case ThreadState::kUnknown:
-        EndGap(tid, track, end_ns);
-        break;
+    EndTrack(tid, track, end_ns);
+  }
+}
+
+void ThreadTimeline::EndTrack(uint32_t tid, Track& track, uint64_t end_ns) {
+  if (end_ns < track.since) return;
+  switch (track.state) {
+    case ThreadState::kRunning:
+      // Exited, its last switch not in the trace: it ran to its exit at least.
+      Emit(tid, track, ThreadState::kRunning, track.since,
+           track.exited ? std::max(track.since, track.exited_ns) : end_ns);
+      break;
+    case ThreadState::kBlocked:
+      sink_(Waited(tid, track, end_ns));
+      break;
+    case ThreadState::kRunnable: {
+      const Cpu& cpu = CpuOf(track.cpu);
+      if (cpu.current_known) Credit(track, cpu.current, end_ns);
+      HoldersDoing(track.holders, track.since, end_ns);
+      if (track.was_blocked) sink_(Waited(tid, track, track.since));
+      sink_({.tid = tid,
+             .state = ThreadState::kRunnable,
+             .begin_ns = track.since,
+             .end_ns = end_ns,
+             .cpu = track.cpu,
+             .holders = track.holders,
+             .throttled = track.throttled});
+      break;
     }
+    case ThreadState::kUnknown:
+      EndGap(tid, track, end_ns);
+      break;
   }
 }
 

@@ -76,8 +76,21 @@ class ThreadTimeline {
       : directory_(directory), sink_(std::move(sink)) {}
 
   // Every record in time order; `stack` is the StackProfile id of a CPU
-  // sample or off-CPU interval.
-  void Add(const format::Record& record, uint32_t stack);
+  // sample or off-CPU interval; `session`: which of the sessions read
+  // together it is from (format::TraceReader::session).
+  void Add(const format::Record& record, uint32_t stack, uint32_t session = 0);
+  // Told when a thread's records come from a later session than before,
+  // once its time in the earlier one has been emitted (to that session's
+  // last record): nothing between the two was traced.
+  void set_session_left(std::function<void(uint32_t tid)> left) { session_left_ = std::move(left); }
+  // Whether the thread's time is kept from a later session than the
+  // current record's: two sessions traced it at once, and read together,
+  // its events would count twice.
+  bool InLaterSession(uint32_t tid) const;
+  // Threads whose records came from more than one session ...
+  size_t threads_across_sessions() const { return across_sessions_.size(); }
+  // ... and those two sessions traced at the same time.
+  size_t threads_in_overlapping_sessions() const { return overlapped_.size(); }
   // Emits what a thread's last switch-in is holding back for its evidence.
   void Flush(uint32_t tid);
   // At the end of the trace: every open state, up to `end_ns`.
@@ -151,6 +164,14 @@ class ThreadTimeline {
   };
 
   Track* Traced(uint32_t tid);
+  // Whether the current record may speak of the thread: not when a later
+  // session has it (sessions that overlap). An earlier session's hold on
+  // it ends here: its state up to that session's last record, then it is
+  // placed afresh by the current one.
+  bool InCurrentSession(uint32_t tid);
+  // Its state from track.since up to `end_ns`, where the trace or its
+  // session stops knowing it.
+  void EndTrack(uint32_t tid, Track& track, uint64_t end_ns);
   // Whether the thread's first record is this one and it existed when
   // recording began (its session's trace opens with a clock_sync record
   // right after the preamble that describes it): then the caller knows its
@@ -223,6 +244,11 @@ class ThreadTimeline {
   // heard from: tid -> when it began.
   absl::flat_hash_map<uint32_t, uint64_t> started_at_;
   absl::flat_hash_set<uint32_t> ever_tracked_;  // a tid's first record comes once
+  uint32_t session_ = 0;                  // the current record's
+  std::vector<uint64_t> session_last_ns_;  // by session: its last record so far
+  absl::flat_hash_map<uint32_t, uint32_t> session_of_;  // tid -> the session it is placed by
+  std::function<void(uint32_t tid)> session_left_;
+  absl::flat_hash_set<uint32_t> across_sessions_, overlapped_;
 };
 
 }  // namespace loupe::analysis

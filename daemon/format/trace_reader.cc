@@ -21,6 +21,7 @@ bool IsSegmentName(const std::string& name) {
 }  // namespace
 
 struct TraceReader::Chain {
+  uint32_t session = 0;       // its index in the order of session ids
   std::vector<size_t> files;  // indices into summaries_, in sequence order
   size_t next_file = 0;
   std::unique_ptr<SegmentReader> reader;
@@ -62,6 +63,26 @@ absl::StatusOr<std::vector<std::string>> ExpandSegmentPaths(const std::vector<st
   return files;
 }
 
+std::vector<size_t> CopiesReadAs(const std::vector<std::string>& paths,
+                                 const std::vector<std::optional<SegmentId>>& ids) {
+  auto rank = [&](size_t i) {
+    std::error_code error;
+    const uintmax_t size = fs::file_size(paths[i], error);
+    return std::tuple(paths[i].ends_with(".loupe"), error ? 0 : size, paths.size() - i);
+  };
+  std::map<std::pair<std::string, uint64_t>, size_t> read;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (!ids[i]) continue;
+    auto [it, added] = read.try_emplace({ids[i]->session, ids[i]->sequence}, i);
+    if (!added && rank(i) > rank(it->second)) it->second = i;
+  }
+  std::vector<size_t> read_as(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    read_as[i] = ids[i] ? read.at({ids[i]->session, ids[i]->sequence}) : i;
+  }
+  return read_as;
+}
+
 TraceReader::~TraceReader() = default;
 
 absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(
@@ -70,8 +91,7 @@ absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(
   if (!files.ok()) return files.status();
   std::unique_ptr<TraceReader> trace(new TraceReader());
 
-  // Group by session and order each chain by sequence: the header says both.
-  std::map<std::string, std::vector<std::pair<uint64_t, size_t>>> sessions;
+  std::vector<std::optional<SegmentId>> ids;
   for (const std::string& file : *files) {
     SegmentSummary summary;
     summary.path = file;
@@ -79,17 +99,32 @@ absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(
     if (reader.ok()) {
       summary.opened = true;
       summary.header = (*reader)->header();
-      sessions[summary.header.session_id()].emplace_back(summary.header.sequence(),
-                                                         trace->summaries_.size());
+      ids.push_back(SegmentId{summary.header.session_id(), summary.header.sequence()});
     } else {
       summary.problems.emplace_back(MessageOf(reader.status()));
       summary.finished = true;
+      ids.emplace_back();
     }
     trace->summaries_.push_back(std::move(summary));
+  }
+  // Group by session and order each chain by sequence: the header says both.
+  // A copy of a segment would repeat its records, out of time order.
+  const std::vector<size_t> read_as = CopiesReadAs(*files, ids);
+  std::map<std::string, std::vector<std::pair<uint64_t, size_t>>> sessions;
+  for (size_t i = 0; i < read_as.size(); ++i) {
+    SegmentSummary& summary = trace->summaries_[i];
+    if (read_as[i] != i) {
+      summary.copy_of = (*files)[read_as[i]];
+      summary.finished = true;
+      summary.complete = true;
+    } else if (summary.opened) {
+      sessions[summary.header.session_id()].emplace_back(summary.header.sequence(), i);
+    }
   }
   for (auto& [session, members] : sessions) {
     std::sort(members.begin(), members.end());
     auto chain = std::make_unique<Chain>();
+    chain->session = static_cast<uint32_t>(trace->chains_.size());
     for (const auto& member : members) chain->files.push_back(member.second);
     if (trace->Advance(*chain)) trace->heap_.push_back(chain.get());
     trace->chains_.push_back(std::move(chain));
@@ -146,6 +181,7 @@ bool TraceReader::Next(Record* record, const SegmentReader** source) {
   Chain* chain = heap_.back();
   heap_.pop_back();
   *record = chain->record;
+  session_ = chain->session;
   if (source != nullptr) *source = chain->reader.get();
   to_advance_ = chain;  // its record's views must outlive this call
   return true;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,22 @@ struct SegmentSummary {
   uint64_t records_read = 0;
   bool complete = false;
   bool finished = false;
+  // Not read: the file holds the same segment as this one (CopiesReadAs).
+  std::string copy_of;
 };
+
+// A segment's identity: its session and its place in it (its header's).
+struct SegmentId {
+  std::string session;
+  uint64_t sequence = 0;
+};
+
+// Files holding the same segment (copies) are read once: a sealed one
+// before an active one, then the larger, then the first named. For each of
+// `paths`, the index of the file read in its place (its own when it is
+// read, or when its identity is unknown: an unreadable file).
+std::vector<size_t> CopiesReadAs(const std::vector<std::string>& paths,
+                                 const std::vector<std::optional<SegmentId>>& ids);
 
 // Segment files directly inside `directory` (sealed, and active ones, which
 // read as incomplete), sorted by name.
@@ -51,6 +67,10 @@ class TraceReader {
   // The next record in time order, and the segment it came from. Views in
   // the record stay valid until the next call.
   bool Next(Record* record, const SegmentReader** source = nullptr);
+  // The session of the record Next() returned: its index among the
+  // sessions read, in the order of their ids (which begin with their start
+  // time, so an earlier session has a lower index).
+  uint32_t session() const { return session_; }
 
   // One entry per file, in the order found; complete after Next() returned false.
   const std::vector<SegmentSummary>& summaries() const { return summaries_; }
@@ -65,6 +85,7 @@ class TraceReader {
   std::vector<std::unique_ptr<Chain>> chains_;
   std::vector<Chain*> heap_;  // chains with a current record, soonest first
   Chain* to_advance_ = nullptr;
+  uint32_t session_ = 0;
 };
 
 }  // namespace loupe::format

@@ -19,6 +19,21 @@ grep -q "^COMPLETE: $segments segment(s), 300[0-9]* events, 0 lost" "$work/ok.ou
   || fail "verify summary: $(tail -1 "$work/ok.out")"
 "$tracectl" verify --json "$work/t" | grep -q '^{"verdict":"complete"' || fail "json verdict"
 
+# A copy of a segment (the same session and sequence) is read once, by
+# verify, report and export alike: the counts stay, the verdict too.
+first=$(ls "$work/t"/*.loupe | head -1)
+cp "$first" "$work/t/zz-copy.loupe"
+"$tracectl" verify "$work/t" > "$work/copy.out" || fail "verify with a copy exited $?"
+grep -q "^COMPLETE: $segments segment(s), 300[0-9]* events, 0 lost" "$work/copy.out" \
+  || fail "a copy counted twice: $(tail -1 "$work/copy.out")"
+grep -q "^copy        $work/t/zz-copy.loupe" "$work/copy.out" || fail "the copy not named: $(cat "$work/copy.out")"
+"$tracectl" report "$work/t" > "$work/copy.report" || fail "report with a copy exited $?"
+grep -q "note: $work/t/zz-copy.loupe holds the same segment as $first: read once" "$work/copy.report" \
+  || fail "report: $(head -5 "$work/copy.report")"
+head -1 "$work/copy.report" | grep -q "verdict: complete — 300[0-9]* events" \
+  || fail "report counted the copy: $(head -1 "$work/copy.report")"
+rm "$work/t/zz-copy.loupe"
+
 # Cut the last segment in half: readable up to the cut, flagged, exit 1.
 last=$(ls "$work/t"/*.loupe | tail -1)
 truncate -s $(( $(stat -c %s "$last") / 2 )) "$last"

@@ -181,6 +181,10 @@ int RunExport(const ExportOptions& options) {
   if (!status.ok()) return Fail(status);
   // Say so when what was exported is not the whole story.
   for (const format::SegmentSummary& summary : (*trace)->summaries()) {
+    if (!summary.copy_of.empty()) {
+      fmt::print(stderr, "tracectl: note: {} holds the same segment as {}: read once\n",
+                 summary.path, summary.copy_of);
+    }
     if (!summary.complete) {
       fmt::print(stderr, "tracectl: warning: {} is incomplete ({})\n", summary.path,
                  summary.problems.empty() ? "losses" : summary.problems.front());

@@ -18,6 +18,11 @@ namespace {
 analysis::TraceVerdict VerdictOf(const format::TraceReader& trace) {
   analysis::TraceVerdict verdict;
   for (const format::SegmentSummary& summary : trace.summaries()) {
+    if (!summary.copy_of.empty()) {
+      verdict.notes.push_back(fmt::format("{} holds the same segment as {}: read once",
+                                          summary.path, summary.copy_of));
+      continue;
+    }
     verdict.complete = verdict.complete && summary.complete;
     verdict.events += summary.records_read;
     for (const auto& loss : summary.trailer.losses()) {
@@ -110,7 +115,7 @@ int RunReport(const ReportOptions& options) {
     if (summary.opened) model.AddHeader(summary.header);
   }
   format::Record record;
-  while ((*trace)->Next(&record)) model.Add(record);
+  while ((*trace)->Next(&record)) model.Add(record, (*trace)->session());
   for (const format::SegmentSummary& summary : (*trace)->summaries()) {
     model.AddSymbols(summary.symbols);
   }

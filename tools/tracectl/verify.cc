@@ -37,6 +37,7 @@ struct SegmentReport {
   // What the session could do on its kernel and with its rights (the header's).
   std::map<std::string, std::string> features;
   int64_t realtime_offset_ns = 0;  // realtime - monotonic at the segment's start
+  std::string copy_of;  // holds the same segment as that file: counted once, there
 };
 
 // "name", or "name, pid N in its namespace" when that differs.
@@ -126,7 +127,14 @@ void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
   // The features are the session's: shown with its first segment, and again
   // only where they change.
   std::map<std::string, std::string> shown_features;
+  size_t counted = 0;
   for (const SegmentReport& s : segments) {
+    if (!s.copy_of.empty()) {
+      fmt::print("copy        {}\n    the same segment as {} (session {} #{}): counted there, once\n",
+                 s.path, s.copy_of, s.session, s.sequence);
+      continue;
+    }
+    ++counted;
     events += s.events;
     fmt::print("{}  {}\n", s.complete ? "complete  " : "INCOMPLETE", s.path);
     if (!s.open_error.empty()) {
@@ -160,7 +168,7 @@ void PrintText(const std::vector<SegmentReport>& segments, bool complete) {
     for (const std::string& note : s.notes) fmt::print("    note: {}\n", note);
   }
   fmt::print("{}: {} segment(s), {} events, {} lost{}\n", complete ? "COMPLETE" : "INCOMPLETE",
-             segments.size(), events, lost, cut > 0 ? fmt::format(", {} cut", cut) : "");
+             counted, events, lost, cut > 0 ? fmt::format(", {} cut", cut) : "");
 }
 
 void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
@@ -168,6 +176,14 @@ void PrintJson(const std::vector<SegmentReport>& segments, bool complete) {
   const auto verdict = [](bool whole) { return whole ? "complete" : "incomplete"; };
   Json out = {{"verdict", verdict(complete)}, {"segments", Json::array()}};
   for (const SegmentReport& s : segments) {
+    if (!s.copy_of.empty()) {
+      out["segments"].push_back({{"path", s.path},
+                                 {"verdict", "copy"},
+                                 {"copy_of", s.copy_of},
+                                 {"session", s.session},
+                                 {"sequence", s.sequence}});
+      continue;
+    }
     Json segment = {{"path", s.path},         {"verdict", verdict(s.complete)},
                     {"events", s.events},     {"session", s.session},
                     {"sequence", s.sequence}};
@@ -208,10 +224,22 @@ int RunVerify(const VerifyOptions& options) {
   absl::StatusOr<std::vector<std::string>> files = format::ExpandSegmentPaths(*sources);
   if (!files.ok()) return Fail(files.status());
   std::vector<SegmentReport> segments;
-  bool complete = true;
+  std::vector<std::optional<format::SegmentId>> ids;
   for (const std::string& file : *files) {
     segments.push_back(VerifySegment(file));
-    complete = complete && segments.back().complete;
+    const SegmentReport& s = segments.back();
+    ids.push_back(s.open_error.empty() ? std::optional(format::SegmentId{s.session, s.sequence})
+                                       : std::nullopt);
+  }
+  // As report and export read them: a copy once.
+  const std::vector<size_t> read_as = format::CopiesReadAs(*files, ids);
+  bool complete = true;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (read_as[i] != i) {
+      segments[i].copy_of = (*files)[read_as[i]];
+    } else {
+      complete = complete && segments[i].complete;
+    }
   }
   if (options.json) {
     PrintJson(segments, complete);

@@ -777,6 +777,77 @@ TEST(ReportModelTest, CallsAnExceptionUnwoundEndAtItsCatch) {
   EXPECT_NE(ReportJson(model, {}).find("\"unwound\":1"), std::string::npos);
 }
 
+// Two sessions of one service read together (a directory that collects
+// them): a request begun at the end of the first and an end at the start
+// of the second are not one request; the thread's time between the two
+// sessions was not traced and is in none of its times.
+TEST(ReportModelTest, RequestsAndThreadTimesDoNotSpanSessions) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .payload = format::ClockSync{}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 8'000, .tid = kHandler, .payload = format::OperationBegin{42, "request"}});
+  model.Add({.time_ns = 10'000, .payload = format::ClockSync{}});  // the first session stops
+  constexpr uint32_t kSecond = 1;
+  for (const format::Record& record :
+       {format::Record{.time_ns = 50'000, .tid = kPid, .payload = format::ProcessInfo{.name = "lock_service"}},
+        format::Record{.time_ns = 50'000, .tid = kHandler, .payload = format::ThreadInfo{.pid = kPid, .name = "worker-0"}},
+        format::Record{.time_ns = 50'000, .payload = format::ClockSync{}},
+        format::Record{.time_ns = 51'000, .tid = kHandler, .payload = format::OperationEnd{42}},
+        format::Record{.time_ns = 60'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}}}) {
+    model.Add(record, kSecond);
+  }
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(request->count, 0u);
+  EXPECT_EQ(request->unpaired_begins, 1u);
+  EXPECT_EQ(model.ends_without_begin(), 1u);
+  const ThreadReport* handler = nullptr;
+  for (const ThreadReport& thread : model.threads()) {
+    if (thread.thread.tid == kHandler) handler = &thread;
+  }
+  ASSERT_NE(handler, nullptr);
+  EXPECT_EQ(handler->inside.on_cpu_ns, 2'000u) << "to the first session's end";
+  EXPECT_EQ(handler->outside.on_cpu_ns, 7'000u + 10'000u) << "each session's own";
+  EXPECT_EQ(handler->outside.unaccounted_ns, 0u) << "between the sessions: not in its times";
+  EXPECT_EQ(model.unplaced_stretches(), 0u);
+  EXPECT_EQ(model.sessions(), 2u);
+  EXPECT_EQ(model.threads_across_sessions(), 2u);  // the handler, and the main thread described
+  EXPECT_EQ(model.threads_in_overlapping_sessions(), 0u);
+  EXPECT_NE(ReportText(model, {}).find("2 sessions are read together"), std::string::npos);
+}
+
+// Two sessions traced the same thread at once: read together, its events
+// are there twice. The later session's are used, and the report says so.
+TEST(ReportModelTest, OverlappingSessionsCountEachEventOnce) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .payload = format::ClockSync{}});
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  constexpr uint32_t kFirst = 0, kSecond = 1;
+  const std::vector<std::pair<format::Record, uint32_t>> records = {
+      {{.time_ns = 2'000, .tid = kPid, .payload = format::ProcessInfo{.name = "lock_service"}}, kSecond},
+      {{.time_ns = 2'000, .tid = kHandler, .payload = format::ThreadInfo{.pid = kPid, .name = "worker-0"}}, kSecond},
+      {{.time_ns = 2'000, .payload = format::ClockSync{}}, kSecond},
+      {{.time_ns = 3'000, .tid = kHandler, .payload = format::OperationBegin{7, "request"}}, kFirst},
+      {{.time_ns = 3'000, .tid = kHandler, .payload = format::OperationBegin{7, "request"}}, kSecond},
+      {{.time_ns = 5'000, .tid = kHandler, .payload = format::OperationEnd{7}}, kFirst},
+      {{.time_ns = 5'000, .tid = kHandler, .payload = format::OperationEnd{7}}, kSecond},
+      {{.time_ns = 6'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}}, kFirst},
+      {{.time_ns = 6'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}}, kSecond},
+  };
+  for (const auto& [record, session] : records) model.Add(record, session);
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(request->count, 1u);
+  EXPECT_EQ(request->max_ns, 2'000u);
+  EXPECT_EQ(request->unpaired_begins + request->unpaired_ends, 0u);
+  EXPECT_EQ(model.threads_in_overlapping_sessions(), 1u);
+  EXPECT_NE(ReportText(model, {}).find("traced by two sessions at the same time"), std::string::npos);
+}
+
 // The scheduler's programs record from the start; the probes that see
 // requests come up later. The thread table says from when requests count.
 TEST(ReportModelTest, TheThreadTableSaysFromWhenRequestsCouldBeSeen) {

@@ -219,6 +219,8 @@ TEST(TraceReaderTest, MergesSessionsInTimeOrder) {
     ASSERT_GE(record.time_ns, last) << "record " << count;
     last = record.time_ns;
     sessions.insert(source->header().session_id());
+    // Indexed in the order of their ids.
+    EXPECT_EQ((*trace)->session(), source->header().session_id().back() - '0');
     ++count;
   }
   EXPECT_EQ(count, total);
@@ -236,6 +238,40 @@ TEST(TraceReaderTest, MergesSessionsInTimeOrder) {
     }
   }
   EXPECT_EQ(garbage, 1);
+}
+
+// A copy of a segment (the same session and sequence under another name)
+// is read once: its records would repeat, out of time order. The sealed
+// and whole one is read, whichever name comes first.
+TEST(TraceReaderTest, ACopyOfASegmentIsReadOnce) {
+  testing::TempDir dir;
+  const std::string original = SmallSegment(dir);
+  const std::string bytes = ReadFile(original);
+  WriteFile(dir.File("a-copy.loupe"), bytes);
+  WriteFile(dir.File("b-cut.loupe.active"), bytes.substr(0, bytes.size() / 2));
+  const uint64_t records = ReadSegment(original).json.size();
+
+  auto trace = TraceReader::Open({dir.path()});
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  Record record;
+  uint64_t count = 0, last = 0;
+  while ((*trace)->Next(&record)) {
+    ASSERT_GE(record.time_ns, last);
+    last = record.time_ns;
+    ++count;
+  }
+  EXPECT_EQ(count, records);
+  size_t copies = 0;
+  for (const SegmentSummary& summary : (*trace)->summaries()) {
+    if (summary.copy_of.empty()) {
+      EXPECT_EQ(summary.records_read, records) << summary.path;
+      continue;
+    }
+    ++copies;
+    EXPECT_EQ(summary.copy_of, dir.File("a-copy.loupe")) << summary.path << ": the first whole one";
+    EXPECT_EQ(summary.records_read, 0u);
+  }
+  EXPECT_EQ(copies, 2u);
 }
 
 TEST(TraceReaderTest, EmptyOrMissingPathsAreClearErrors) {
