@@ -574,7 +574,13 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
   const Breakdown::Waker* waker = b.dominant_waker ? &*b.dominant_waker : nullptr;
   auto by = [&](std::string_view verb) -> std::string {
     if (!waker) return "";
-    if (waker->context == "timer") return std::string(", woken by a timer");
+    // A sleep ends by its timer; any other wait that does timed out: what
+    // it waited for (a signal, a lock, data) did not come sooner.
+    if (waker->context == "timer") {
+      return std::string(verb == "woken by" && b.dominant == "sleep"
+                             ? ", woken by a timer"
+                             : ", ended by its timeout (nothing woke it sooner)");
+    }
     if (waker->context == "interrupt") return std::string(", woken by an interrupt");
     if (waker->context != "task") return fmt::format(", woken by an interrupt ({})", waker->context);
     if (waker->doing.empty()) return fmt::format(", {} {}", verb, waker->who.thread);

@@ -336,6 +336,32 @@ TEST(ReportModelTest, TheSentencesWakerEndedTheDominantWait) {
       << request->slow.sentence;
 }
 
+// A wait other than a sleep that a timer ends timed out: what it waited for
+// did not come in time. Python's GIL waiter times out every 5 ms while
+// another thread holds it: "woken by a timer" would name a culprit.
+TEST(ReportModelTest, ALockWaitATimerEndsTimedOut) {
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "request"}});
+  model.Add({.time_ns = 2'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
+  model.Add({.time_ns = 52'000, .tid = 0, .cpu = 1,
+             .payload = format::SchedWakeup{.woken_tid = kHandler, .context = format::WakerContext::kTimer}});
+  model.Add({.time_ns = 52'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 52'000, .tid = kHandler, .cpu = 0,
+             .payload = format::OffCpu{.duration_ns = 50'000, .prev_state = 1, .user_stack = kBlockedUser,
+                                       .kernel_stack = kBlockedKernel, .operation_id = 3}});
+  model.Add({.time_ns = 53'000, .tid = kHandler, .payload = format::OperationEnd{3}});
+  model.AddSymbols(Symbols());
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  EXPECT_NE(request->slow.sentence.find("ended by its timeout (nothing woke it sooner)"),
+            std::string::npos)
+      << request->slow.sentence;
+  EXPECT_EQ(request->slow.sentence.find("woken by a timer"), std::string::npos);
+}
+
 // PostgreSQL waits for a row lock in a sleep its deadlock check's timer
 // ends after deadlock_timeout (1 s), checks, and sleeps again until the
 // holder commits. The holder ended the wait; the timer only timed out a

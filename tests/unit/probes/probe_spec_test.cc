@@ -57,6 +57,12 @@ TEST(ProbeSpecTest, UprobeRequests) {
     ASSERT_FALSE(request.ok()) << bad;
     EXPECT_NE(request.status().ToString().find(bad), std::string::npos) << request.status();
   }
+  // A misspelt suffix is named as such, not as a bad symbol.
+  auto misspelt = ParseUprobeRequest("libc:malloc%retur");
+  ASSERT_FALSE(misspelt.ok());
+  EXPECT_NE(misspelt.status().ToString().find("unknown suffix '%retur': the only one is %return"),
+            std::string::npos)
+      << misspelt.status();
 }
 
 TEST(ProbeSpecTest, ParseProbeRequestsStopsAtTheFirstBadOne) {
