@@ -148,6 +148,52 @@ static __always_inline __u32 irq_context(bool preempt_count)
 	return LOUPE_WAKER_TASK;
 }
 
+/* Per CPU, the task that raised the pending network receive softirq from
+ * its own context, 0 none: a write to the loopback device queues the
+ * packet and raises it, and the kernel serves it on that task's stack when
+ * the write re-enables softirqs. A wakeup made there is the writer's (the
+ * local database that answered), not a network interrupt's. Cleared when
+ * the softirq is served and at a switch, so that a later interrupt's
+ * softirq on top of the same task is not taken for its own. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} net_rx_raiser SEC(".maps");
+
+#define LOUPE_NET_RX_SOFTIRQ 3
+
+static __always_inline int on_softirq_raise(unsigned int vec, bool preempt_count)
+{
+	__u32 zero = 0;
+	__u64 *raiser;
+
+	if (vec != LOUPE_NET_RX_SOFTIRQ)
+		return 0;
+	raiser = bpf_map_lookup_elem(&net_rx_raiser, &zero);
+	if (raiser)
+		*raiser = irq_context(preempt_count) == LOUPE_WAKER_TASK ? bpf_get_current_pid_tgid() : 0;
+	return 0;
+}
+
+static __always_inline void forget_net_rx_raiser(void)
+{
+	__u32 zero = 0;
+	__u64 *raiser = bpf_map_lookup_elem(&net_rx_raiser, &zero);
+
+	if (raiser && *raiser)
+		*raiser = 0;
+}
+
+static __always_inline bool net_rx_raised_by_current(void)
+{
+	__u32 zero = 0;
+	__u64 *raiser = bpf_map_lookup_elem(&net_rx_raiser, &zero);
+
+	return raiser && *raiser && *raiser == bpf_get_current_pid_tgid();
+}
+
 static __always_inline int on_timer(bool entry, bool preempt_count)
 {
 	__u32 zero = 0;
@@ -252,6 +298,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	__u64 size;
 
 	forget_irq_depth();
+	forget_net_rx_raiser();
 	if (!waiting)
 		return 0;
 	/* Else clang ORs the two lookup results, pointers, which the verifier refuses. */
@@ -342,6 +389,8 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 	timers = bpf_map_lookup_elem(&timer_contexts, &zero);
 	if (timers && (*timers & (1u << context)))
 		context = LOUPE_WAKER_TIMER;
+	else if (context == LOUPE_WAKER_SOFTIRQ && net_rx_raised_by_current())
+		context = LOUPE_WAKER_TASK;
 	rec = reserve_record(sizeof(*rec), LOUPE_REC_SCHED_WAKEUP, LOUPE_CNT_RING_FULL_SCHED);
 	if (!rec)
 		return 0;
@@ -550,6 +599,19 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 	int handle_sched_timer_exit##flavour##suffix(void *ctx)                              \
 	{                                                                                    \
 		return on_timer(false, preempt_count);                                       \
+	}                                                                                    \
+	/* Who raised the network receive softirq, for the wakeups it makes. */              \
+	SEC(kind "/softirq_raise")                                                           \
+	int BPF_PROG(handle_sched_net_rx_raise##flavour##suffix, unsigned int vec)           \
+	{                                                                                    \
+		return on_softirq_raise(vec, preempt_count);                                 \
+	}                                                                                    \
+	SEC(kind "/softirq_exit")                                                            \
+	int BPF_PROG(handle_sched_net_rx_served##flavour##suffix, unsigned int vec)          \
+	{                                                                                    \
+		if (vec == LOUPE_NET_RX_SOFTIRQ)                                             \
+			forget_net_rx_raiser();                                              \
+		return 0;                                                                    \
 	}
 
 /* The interrupt edges that irq_depth counts, for the flavour without the

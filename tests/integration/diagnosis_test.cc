@@ -505,6 +505,23 @@ TEST(DiagnosisTest, PipeFedSlowly) {
                  &traced);
 }
 
+// The backend is another process on the same host, over loopback TCP: its
+// reply is received in a softirq on its own CPU, in its context. The
+// waker is the backend, not "an interrupt (softirq)".
+TEST(DiagnosisTest, LocalBackendOverLoopback) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  Traced traced;
+  CheckDiagnosis({.service = "loopback_service",
+                  .dominant = "blocked",
+                  .dominant_class = "pipe_socket",
+                  .evidence = "read_backend",
+                  .waker_thread = "backend",
+                  .waker_context = "task",
+                  .cause_class = "pipe_socket",
+                  .culprit_text = "fed by backend"},
+                 &traced);
+}
+
 TEST(DiagnosisTest, ParsingOnCpu) {
   LOUPE_REQUIRE_PRIVILEGES();
   Traced traced;
