@@ -12,7 +12,8 @@
 namespace loupe::analysis {
 namespace {
 
-constexpr size_t kMaxOpenPerThread = 64;
+// As deep as louped pairs a recursive probe's calls (UprobePairer::kMaxDepth).
+constexpr size_t kMaxOpenPerThread = 1024;
 // Operations passed on and not yet taken up, held at once: a queue deeper
 // than this (or passes nobody takes up) counts the rest as not taken.
 constexpr size_t kMaxPassed = 1 << 16;

@@ -319,9 +319,13 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 		return 0;
 	/* A process whose last thread leaves its CPU for good is gone: no
 	 * target any more, as its pid may be reused. This switch, after its
-	 * exit record, is still recorded. */
+	 * exit record, is still recorded. The last: none is alive (live), and
+	 * no other is left unreleased (nr_threads; a thread is released before
+	 * its last switch, the group leader only when it is reaped), so the
+	 * others' last switches came before. */
 	if (prev_is_target && (prev_state & LOUPE_TASK_DEAD) &&
-	    BPF_CORE_READ(prev, signal, live.counter) == 0)
+	    BPF_CORE_READ(prev, signal, live.counter) == 0 &&
+	    BPF_CORE_READ(prev, signal, nr_threads) <= 1)
 		bpf_map_delete_elem(&target_tgids, &prev_tgid);
 	rec = scratch_space();
 	if (!rec)

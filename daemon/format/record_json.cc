@@ -169,8 +169,14 @@ struct PayloadJson {
   }
   void operator()(const UprobeEntry& r) { o.Str("probe", r.probe).Args("args", r.args); }
   void operator()(const UprobeReturn& r) {
-    o.Str("probe", r.probe).Int("retval", r.retval).Num("duration_ns", r.duration_ns);
-    if (r.unwound) o.Bool("unwound", true);
+    o.Str("probe", r.probe);
+    // A call an exception unwound returned nothing.
+    if (r.unwound) {
+      o.Bool("unwound", true);
+    } else {
+      o.Int("retval", r.retval);
+    }
+    o.Num("duration_ns", r.duration_ns);
   }
   void operator()(const UsdtEvent& r) {
     o.Str("probe", r.probe).Args("args", r.args);

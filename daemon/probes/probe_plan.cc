@@ -349,9 +349,14 @@ class Planner {
     if (sites.ok() && sites->addresses.empty()) {
       // Its callee's return is its own: only the kernel's probe would see
       // it, and a C callee that calls back into C++ that throws dies of it.
-      return warn(fmt::format("not placed: {} has no return instruction of its own (it leaves "
-                              "only by tail calls, {} of them): probe the function it jumps to",
-                              request.symbol, sites->tail_calls));
+      return warn(sites->tail_calls > 0
+                      ? fmt::format("not placed: {} has no return instruction of its own (it "
+                                    "leaves only by tail calls, {} of them): probe the function "
+                                    "it jumps to",
+                                    request.symbol, sites->tail_calls)
+                      : fmt::format("not placed: {} has no return instruction: it never returns "
+                                    "(it throws, exits or loops); probe its entry alone",
+                                    request.symbol));
     }
     if (!sites.ok() && file->HasExceptionTables()) {
       return warn(fmt::format("not placed: its returns cannot be probed safely ({}), and the "

@@ -18,7 +18,8 @@ bool OffCpuTracker::Observe(OwnedEvent& event, OwnedEvent* interval) {
                    }
                  },
                  [&](const format::ThreadExit&) {
-                   switched_out_.erase(record.tid);
+                   // Until its last switch (TASK_DEAD), which ends it.
+                   switched_out_[record.tid] = {.exited = true};
                    woken_.erase(record.tid);
                  },
                  [&](const format::SchedSwitch& change) { made = OnSwitch(event, change, interval); },
@@ -53,15 +54,17 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
     }
     woken_.erase(change.next_tid);
   }
+  if ((change.prev_state & format::kTaskDead) != 0) {
+    // Its last switch: the thread has exited (its exit event came before),
+    // whether or not its process still counts as a target (its last thread
+    // may have exited meanwhile). Kept, its entry would stay for the
+    // session and give a thread that reuses the tid an interval reaching
+    // back to this one.
+    switched_out_.erase(record.tid);
+    woken_.erase(record.tid);
+    return made;
+  }
   if (is_target_(event.prev_tgid)) {
-    if ((change.prev_state & format::kTaskDead) != 0) {
-      // Its last switch: the thread has exited (its exit event came just
-      // before). Kept, its entry would stay for the session and give a
-      // thread that reuses the tid an interval reaching back to this one.
-      switched_out_.erase(record.tid);
-      woken_.erase(record.tid);
-      return made;
-    }
     SwitchedOut& out = switched_out_[record.tid];
     out.active = true;
     out.time_ns = record.time_ns;
@@ -85,7 +88,7 @@ bool OffCpuTracker::TakeUnended(uint64_t end_ns, OwnedEvent* interval) {
   // Listed once: a scan of every thread per call is quadratic in a big pool.
   if (!unended_listed_) {
     for (const auto& [tid, from] : switched_out_) {
-      if (from.active) unended_.push_back(tid);
+      if (from.active && !from.exited) unended_.push_back(tid);
     }
     unended_listed_ = true;
   }
@@ -93,7 +96,10 @@ bool OffCpuTracker::TakeUnended(uint64_t end_ns, OwnedEvent* interval) {
     const uint32_t tid = unended_.back();
     unended_.pop_back();
     auto it = switched_out_.find(tid);
-    if (it == switched_out_.end() || !it->second.active || it->second.time_ns > end_ns) continue;
+    if (it == switched_out_.end() || !it->second.active || it->second.exited ||
+        it->second.time_ns > end_ns) {
+      continue;
+    }
     End(tid, it->second, end_ns, it->second.cpu, interval);
     woken_.erase(tid);
     return true;

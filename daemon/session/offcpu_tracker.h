@@ -50,6 +50,9 @@ class OffCpuTracker {
   // sampled before any switch-out has an inactive one: it was seen.
   struct SwitchedOut {
     bool active = false;
+    // Its exit record came: preempted on its way out, it is still switched
+    // in again, but at the trace's end it waits for nothing.
+    bool exited = false;
     uint64_t time_ns = 0;
     uint32_t state = 0;
     uint32_t tgid = 0;

@@ -152,6 +152,41 @@ TEST_F(OffCpuTrackerTest, AnExitedThreadLeavesNothingBehind) {
   EXPECT_EQ(tracker_.tracked_threads(), 0u);
 }
 
+// On its way out a thread is preempted after its exit event; meanwhile its
+// process's last thread exits, so the process is no target at its last
+// switch. That switch still ends it: at the trace's end it waits for
+// nothing (it used to get a wait from its preemption to the end).
+TEST_F(OffCpuTrackerTest, AThreadPreemptedOnItsWayOutLeavesNoWaitAtTheEnd) {
+  bool target = true;
+  OffCpuTracker tracker([&](uint32_t tgid) { return tgid == kTarget && target; });
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 501, kOther, 101, kTarget, 0));
+  OwnedEvent exit;
+  exit.record = {.time_ns = 2000, .tid = 101, .cpu = 0, .payload = format::ThreadExit{}};
+  events.push_back(std::move(exit));
+  events.push_back(Switch(2100, 101, kTarget, 501, kOther, 0));  // preempted
+  events.push_back(Switch(3000, 501, kOther, 101, kTarget, 0));
+  events.push_back(Switch(3500, 101, kTarget, 501, kOther, 0));  // again; its switch-in is lost
+  OwnedEvent made;
+  size_t intervals = 0;
+  for (OwnedEvent& event : events) intervals += tracker.Observe(event, &made);
+  EXPECT_EQ(intervals, 1u);  // the first preemption
+  target = false;  // the process's last thread exited
+  OwnedEvent dead = Switch(4000, 101, kTarget, 501, kOther, format::kTaskDead);
+  EXPECT_FALSE(tracker.Observe(dead, &made));
+  EXPECT_FALSE(tracker.TakeUnended(90'000, &made));
+  EXPECT_EQ(tracker.kept_threads(), 0u);
+
+  // Its last switch never recorded: still no wait at the end.
+  OffCpuTracker lost([](uint32_t tgid) { return tgid == kTarget; });
+  OwnedEvent exit_again;
+  exit_again.record = {.time_ns = 2000, .tid = 102, .cpu = 0, .payload = format::ThreadExit{}};
+  lost.Observe(exit_again, &made);
+  OwnedEvent preempted = Switch(2100, 102, kTarget, 501, kOther, 0);
+  lost.Observe(preempted, &made);
+  EXPECT_FALSE(lost.TakeUnended(90'000, &made));
+}
+
 // A switch-out inside a signal handler: the interrupted frame is exact, and
 // stays so in the interval, so it is symbolized where the code was.
 TEST_F(OffCpuTrackerTest, FramesASignalInterruptedStayExact) {
