@@ -364,6 +364,17 @@ class Planner {
                               "unwinds through {} ({} has exception tables)",
                               MessageOf(sites.status()), request.symbol, object));
     }
+    if (!sites.ok()) {
+      // A file of C code without exception tables is still unwound through
+      // when it calls back into code that throws, or is the unwinder itself
+      // (libgcc_s's _Unwind_RaiseException: the first throw would die).
+      if (std::optional<std::string> unwinder = UnwinderOf(pid, objects)) {
+        return warn(fmt::format("not placed: its returns cannot be probed safely ({}), and the "
+                                "kernel's return probe would crash the program when an exception "
+                                "unwinds through {} (the process can throw: {})",
+                                MessageOf(sites.status()), request.symbol, *unwinder));
+      }
+    }
     Attach(attachment);
     attachment.cookie = id << 8;
     if (!sites.ok()) {
@@ -395,6 +406,20 @@ class Planner {
                            : "tail calls, or, the file having no .symtab, jumps to its unnamed "
                              "cold part, whose return instructions are not probed either"));
     }
+  }
+
+  // The first of the process's files that can unwind a stack (a C++
+  // runtime, or the unwinder it uses), named with that function; none for
+  // a process that cannot throw.
+  std::optional<std::string> UnwinderOf(uint32_t pid, const std::vector<std::string>& objects) {
+    for (const std::string& object : objects) {
+      const ElfFile* file = Open(pid, object);
+      if (file == nullptr) continue;
+      for (const std::string& function : {"_Unwind_RaiseException", "__cxa_throw"}) {
+        if (file->FindSymbol(function)) return fmt::format("{} defines {}", object, function);
+      }
+    }
+    return std::nullopt;
   }
 
   // A call a C++ exception unwinds has no return: its end is where the

@@ -74,6 +74,17 @@ EOF
   rm -rf "$work"/cpp*
 done
 
+# The unwinder itself: each throw runs through _Unwind_RaiseException. Its
+# code has instructions the decoder does not know (CET's rdssp): the
+# kernel's return probe would abort the program at its first throw, so it
+# is not placed, and the trace says why.
+traced unwinder "$throw_through" 3000 "libgcc_s:_Unwind_RaiseException%return" \
+  "$throw_through:_Z14handle_requestl"
+grep -q "done 2000 1000" "$work/unwinder.out" || fail "the program under the unwinder's probe: $(cat "$work/unwinder.out")"
+grep -q "uprobe_return=" "$work/unwinder.verify" \
+  || grep -q "note: --uprobe 'libgcc_s:_Unwind_RaiseException%return' .*not placed" "$work/unwinder.verify" \
+  || fail "neither its returns nor why not: $(cat "$work/unwinder.verify")"
+
 # Go: stacks that grow and a GC every few calls.
 (cd "$source/tests/testprogs/go_stacks" &&
   GOCACHE=$work/gocache GOPATH=$work/gopath GOFLAGS=-mod=mod go build -o "$work/go_stacks" .) \
