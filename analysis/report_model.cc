@@ -328,13 +328,20 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
   }
   timeline_.Flush(record.tid);
   Settle(record.tid, account, record.time_ns);
-  // Requests opened inside it and never closed end with it, unpaired.
-  for (auto inner = account.open.rbegin(); inner != open; ++inner) {
-    ++kind_stats_[inner->kind].unpaired_begins;
-  }
   OpenRequest request = std::move(*open);
-  const size_t closed = static_cast<size_t>(std::distance(account.open.rbegin(), open)) + 1;
-  account.open.erase(std::next(open).base(), account.open.end());
+  size_t closed = 1;
+  if (mark.unwound) {
+    // The exception's catch ends each call it unwound, by its own record;
+    // a request opened after it may be open on another stack (a fiber).
+    account.open.erase(std::next(open).base());
+  } else {
+    // Requests opened inside it and never closed end with it, unpaired.
+    for (auto inner = account.open.rbegin(); inner != open; ++inner) {
+      ++kind_stats_[inner->kind].unpaired_begins;
+    }
+    closed = static_cast<size_t>(std::distance(account.open.rbegin(), open)) + 1;
+    account.open.erase(std::next(open).base(), account.open.end());
+  }
   if (mark.passes) {
     Pass(record, account, std::move(request));
     for (size_t i = 0; i < closed; ++i) account.ledger.Close();

@@ -279,6 +279,50 @@ int handle_uprobe_entry(struct pt_regs *ctx)
 	return 0;
 }
 
+struct stack_bounds {
+	__u64 start, end;
+};
+
+static long note_mapping(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct stack_bounds *bounds = data;
+
+	bounds->start = BPF_CORE_READ(vma, vm_start);
+	bounds->end = BPF_CORE_READ(vma, vm_end);
+	return 0;
+}
+
+/* __cxa_begin_catch, where a C++ exception is caught: an entry whose two
+ * values are the bounds of the mapping its stack pointer is in, so that
+ * the daemon ends only the calls the exception unwound on this stack, not
+ * those open on another (a fiber's, a signal's alternate stack). None when
+ * the mapping cannot be looked up (its lock contended). */
+SEC("uprobe")
+int handle_uprobe_catch(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct stack_bounds bounds = {};
+	struct loupe_uprobe_event *rec;
+	__u64 sp;
+
+	if (!wanted(id))
+		return 0;
+	sp = user_regs(ctx)->sp;
+	bpf_find_vma(bpf_get_current_task_btf(), sp, note_mapping, &bounds, 0);
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_UPROBE_ENTRY, LOUPE_CNT_RING_FULL_UPROBE);
+	if (!rec)
+		return 0;
+	rec->tid = (__u32)id;
+	rec->tgid = id >> 32;
+	rec->probe = bpf_get_attach_cookie(ctx) >> 8;
+	rec->arg_count = bounds.end != 0 ? 2 : 0;
+	rec->values[0] = bounds.start;
+	rec->values[1] = bounds.end;
+	rec->sp = sp;
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
 SEC("uretprobe")
 int handle_uprobe_return(struct pt_regs *ctx)
 {

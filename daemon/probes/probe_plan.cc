@@ -444,7 +444,7 @@ class Planner {
             pid, kCatch, object, MessageOf(placeable)));
         return;
       }
-      Attach({.program = ProbeProgram::kUprobeEntry,
+      Attach({.program = ProbeProgram::kExceptionCatch,
               .path = file->path(),
               .file_offset = *offset,
               .cookie = uint64_t{ProbeId(std::string(kExceptionCaughtProbe))} << 8,

@@ -33,6 +33,9 @@ enum class ProbeProgram {
   // The same program as a uprobe on an instruction that leaves the
   // function (x86_sites.h): for code that exceptions unwind through.
   kUprobeReturnSite,
+  // kExceptionCaughtProbe's: an entry that also records the bounds of the
+  // stack it runs on.
+  kExceptionCatch,
 };
 
 // The name of the entry probe louped places on `__cxa_begin_catch` where

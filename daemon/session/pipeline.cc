@@ -270,7 +270,7 @@ void Pipeline::Release(OwnedEvent& event) {
   const bool ended_interval = offcpu_.Observe(event, &interval_);
   targets_.Track(event);
   operations_.Observe(event.record);
-  calls_.Observe(event.record, event.user_sp);
+  calls_.Observe(event.record, event.user_sp, event.args());
   if (UprobePairer::IsCatch(event.record)) {
     WriteUnwound(event.record);
   } else {

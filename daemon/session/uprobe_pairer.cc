@@ -13,9 +13,14 @@ bool UprobePairer::IsCatch(const format::Record& record) {
   return entry != nullptr && entry->probe == probes::kExceptionCaughtProbe;
 }
 
-void UprobePairer::Observe(format::Record& record, uint64_t user_sp) {
+void UprobePairer::Observe(format::Record& record, uint64_t user_sp,
+                           std::span<const int64_t> values) {
   unwound_.clear();
-  if (IsCatch(record)) return Unwind(record, user_sp);
+  if (IsCatch(record)) {
+    const bool bounded = values.size() >= 2;
+    return Unwind(record, user_sp, bounded ? static_cast<uint64_t>(values[0]) : 0,
+                  bounded ? static_cast<uint64_t>(values[1]) : 0);
+  }
   std::visit(Overloaded{
                  [&](const format::UprobeEntry& entry) { Enter(record, entry.probe, user_sp); },
                  [&](format::UprobeReturn& ret) { Pair(record, ret, user_sp); },
@@ -36,14 +41,27 @@ void UprobePairer::Observe(format::Record& record, uint64_t user_sp) {
              record.payload);
 }
 
+namespace {
+
+// Whether an open call entered at `deeper` is below a frame at `sp` on the
+// same stack. A thread may run on other stacks too (fibers, a signal's
+// alternate stack), mapped elsewhere: calls open there are not over. The
+// frames between two calls on one stack span far less than this.
+constexpr uint64_t kSameStackSpan = 1 << 20;
+bool DeeperOnTheSameStack(uint64_t deeper, uint64_t sp) {
+  return deeper != 0 && sp != 0 && deeper <= sp && sp - deeper < kSameStackSpan;
+}
+
+}  // namespace
+
 void UprobePairer::Enter(const format::Record& record, std::string_view probe, uint64_t sp) {
   std::vector<Entry>& stack = entries_[Key(record.tid, probe.data())];
   // The stack grows down: an open call whose frame is at or below this
   // one's is over, left without a return.
-  while (sp != 0 && !stack.empty() && stack.back().sp != 0 && stack.back().sp <= sp) {
-    stack.pop_back();
-  }
-  if (stack.size() < kMaxDepth) stack.push_back({record.time_ns, sp});
+  while (!stack.empty() && DeeperOnTheSameStack(stack.back().sp, sp)) stack.pop_back();
+  // Full (calls left open on other stacks, or a deep recursion): the oldest goes.
+  if (stack.size() >= kMaxDepth) stack.erase(stack.begin());
+  stack.push_back({record.time_ns, sp});
 }
 
 void UprobePairer::Pair(const format::Record& record, format::UprobeReturn& ret, uint64_t sp) {
@@ -61,15 +79,30 @@ void UprobePairer::Pair(const format::Record& record, format::UprobeReturn& ret,
     own = static_cast<size_t>(stack.rend() - match) - 1;
   }
   ret.duration_ns = record.time_ns - stack[own].time_ns;
-  stack.resize(own);
+  // Calls entered after it, deeper on its stack, were left without a
+  // return (a longjmp); those open on another stack go on.
+  const uint64_t own_sp = stack[own].sp;
+  const auto left = std::remove_if(stack.begin() + static_cast<ptrdiff_t>(own) + 1, stack.end(),
+                                   [&](const Entry& entry) {
+                                     return sp == 0 || DeeperOnTheSameStack(entry.sp, own_sp);
+                                   });
+  stack.erase(left, stack.end());
+  stack.erase(stack.begin() + static_cast<ptrdiff_t>(own));
   if (stack.empty()) entries_.erase(it);
 }
 
-void UprobePairer::Unwind(const format::Record& record, uint64_t sp) {
+void UprobePairer::Unwind(const format::Record& record, uint64_t sp, uint64_t stack_start,
+                          uint64_t stack_end) {
   if (sp == 0) return;
   // __cxa_begin_catch is called from the catching frame: a call made from
   // that frame has the same stack pointer at its entry, deeper ones lower.
-  // Calls still running around the catch have theirs above it.
+  // Calls still running around the catch have theirs above it. Calls open
+  // on another stack of the thread (a fiber's, a signal's alternate stack)
+  // are not this exception's, wherever that stack lies.
+  const auto unwound = [&](uint64_t entry_sp) {
+    if (stack_end == 0) return DeeperOnTheSameStack(entry_sp, sp);
+    return entry_sp != 0 && entry_sp <= sp && entry_sp >= stack_start && entry_sp < stack_end;
+  };
   unwinding_.clear();
   for (auto it = entries_.begin(); it != entries_.end();) {
     auto& [key, stack] = *it;
@@ -77,12 +110,14 @@ void UprobePairer::Unwind(const format::Record& record, uint64_t sp) {
       ++it;
       continue;
     }
-    while (!stack.empty() && stack.back().sp != 0 && stack.back().sp <= sp) {
-      unwinding_.push_back({stack.back().sp, format::UprobeReturn{.probe = key.second,
-                                                                  .duration_ns = record.time_ns - stack.back().time_ns,
-                                                                  .unwound = true}});
-      stack.pop_back();
-    }
+    const auto left = std::remove_if(stack.begin(), stack.end(), [&](const Entry& entry) {
+      if (!unwound(entry.sp)) return false;
+      unwinding_.push_back({entry.sp, format::UprobeReturn{.probe = key.second,
+                                                           .duration_ns = record.time_ns - entry.time_ns,
+                                                           .unwound = true}});
+      return true;
+    });
+    stack.erase(left, stack.end());
     if (stack.empty()) {
       entries_.erase(it++);
     } else {

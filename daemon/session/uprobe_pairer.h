@@ -10,6 +10,7 @@
 #define LOUPE_DAEMON_SESSION_UPROBE_PAIRER_H_
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -21,11 +22,13 @@ namespace loupe::session {
 
 class UprobePairer {
  public:
-  static constexpr size_t kMaxDepth = 1024;  // deeper recursion is not paired
+  // Open calls kept per thread and probe; past it the oldest is dropped.
+  static constexpr size_t kMaxDepth = 1024;
 
   // Feed every event in time order, with its user stack pointer (0
-  // unknown); fills UprobeReturn::duration_ns.
-  void Observe(format::Record& record, uint64_t user_sp);
+  // unknown) and its probe's values (a catch's: the bounds of the mapping
+  // its stack is in); fills UprobeReturn::duration_ns.
+  void Observe(format::Record& record, uint64_t user_sp, std::span<const int64_t> values = {});
   // Whether `record` is the catch of an exception: louped's own event,
   // which stands for the returns Observe put in unwound(), not written.
   static bool IsCatch(const format::Record& record);
@@ -44,8 +47,9 @@ class UprobePairer {
   void Enter(const format::Record& record, std::string_view probe, uint64_t sp);
   // A return: its latency from its own entry.
   void Pair(const format::Record& record, format::UprobeReturn& ret, uint64_t sp);
-  // An exception caught by a frame whose calls' stack pointer is `sp`.
-  void Unwind(const format::Record& record, uint64_t sp);
+  // An exception caught by a frame whose calls' stack pointer is `sp`, on
+  // the stack mapped at [stack_start, stack_end) (0, 0: not known).
+  void Unwind(const format::Record& record, uint64_t sp, uint64_t stack_start, uint64_t stack_end);
 
   absl::flat_hash_map<Key, std::vector<Entry>> entries_;
   std::vector<format::UprobeReturn> unwound_;

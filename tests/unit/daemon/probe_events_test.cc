@@ -306,5 +306,36 @@ TEST(UprobePairerTest, ACatchEndsTheCallsTheExceptionUnwound) {
   EXPECT_EQ(pairer.open_calls(), 1u);
 }
 
+// A thread runs on two stacks: its own and a fiber's (mapped elsewhere).
+// An exception caught on the fiber ends only the fiber's call; a call on
+// the thread's stack entered while one is open on the fiber does not end
+// the fiber's, and each return pairs with its own call.
+TEST(UprobePairerTest, CallsOnAnotherStackAreNotThisExceptionsNorThisCallsInner) {
+  UprobePairer pairer;
+  const std::string_view outer = kProbeNames[0], inner = kProbeNames[1];
+  constexpr uint64_t kThreadStack = 0x7ffc'0000'0000, kFiberStack = 0x5555'0000'0000;
+  format::Record a = At(1, format::UprobeEntry{.probe = outer}, 100);
+  pairer.Observe(a, kThreadStack - 0x100);
+  format::Record b = At(1, format::UprobeEntry{.probe = inner}, 110);
+  pairer.Observe(b, kFiberStack + 0x8000);  // on the fiber
+  format::Record c = At(1, format::UprobeEntry{.probe = inner}, 120);
+  pairer.Observe(c, kThreadStack - 0x400);  // back on the thread's stack
+  EXPECT_EQ(pairer.open_calls(), 3u);
+  // Caught on the fiber, below the fiber's call: its stack's bounds given.
+  format::Record caught = At(1, format::UprobeEntry{.probe = probes::kExceptionCaughtProbe}, 130);
+  const int64_t fiber_bounds[] = {static_cast<int64_t>(kFiberStack),
+                                  static_cast<int64_t>(kFiberStack + 0x10000)};
+  pairer.Observe(caught, kFiberStack + 0x8000, fiber_bounds);
+  ASSERT_EQ(pairer.unwound().size(), 1u);
+  EXPECT_EQ(pairer.unwound()[0].duration_ns, 20u);
+  format::Record ret_c = At(1, format::UprobeReturn{.probe = inner}, 140);
+  pairer.Observe(ret_c, kThreadStack - 0x400);
+  EXPECT_EQ(std::get<format::UprobeReturn>(ret_c.payload).duration_ns, 20u);
+  format::Record ret_a = At(1, format::UprobeReturn{.probe = outer}, 150);
+  pairer.Observe(ret_a, kThreadStack - 0x100);
+  EXPECT_EQ(std::get<format::UprobeReturn>(ret_a.payload).duration_ns, 50u);
+  EXPECT_EQ(pairer.open_calls(), 0u);
+}
+
 }  // namespace
 }  // namespace loupe::session
