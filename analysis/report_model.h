@@ -149,6 +149,8 @@ class ReportModel {
   // Every record in time order, with its session's index among those read
   // together (format::TraceReader::session).
   void Add(const format::Record& record, uint32_t session = 0);
+  // The session's records are all read (format::TraceReader::ended_sessions).
+  void EndSession(uint32_t session) { timeline_.EndSession(session); }
   void AddSymbols(const v1::SymbolTable& table) { stacks_.AddSymbols(table); }
   // After every record and symbol table.
   void Finish();

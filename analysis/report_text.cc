@@ -193,8 +193,9 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
   }
   if (model.threads_in_overlapping_sessions() != 0) {
     out += fmt::format("  but {} thread(s) were traced by two sessions at the same time: read "
-                       "together, their events are there twice, so each one's are taken from "
-                       "the later session; report each session's files alone for the other\n",
+                       "together, their events are there twice, so while the later session "
+                       "traced them its records are used; report each session's files alone for "
+                       "the other\n",
                        model.threads_in_overlapping_sessions());
   }
   if (model.inferred_switches() != 0) {

@@ -57,11 +57,14 @@ bool ThreadTimeline::InLaterSession(uint32_t tid) const {
 bool ThreadTimeline::InCurrentSession(uint32_t tid) {
   auto [of, added] = session_of_.try_emplace(tid, session_);
   if (added || of->second == session_) return true;
-  if (of->second > session_) {
-    // A later session traces it too, at the same time: its view is kept.
+  if (of->second > session_ && !ended_sessions_.contains(of->second)) {
+    // A later session traces it too, at the same time: its view is kept
+    // while it lasts.
     overlapped_.insert(tid);
     return false;
   }
+  // Its session is over (an earlier one, or a later one that ran out while
+  // this one goes on): from here on this one places it.
   const uint32_t earlier = of->second;
   of->second = session_;
   across_sessions_.insert(tid);

@@ -83,6 +83,9 @@ class ThreadTimeline {
   // once its time in the earlier one has been emitted (to that session's
   // last record): nothing between the two was traced.
   void set_session_left(std::function<void(uint32_t tid)> left) { session_left_ = std::move(left); }
+  // A session's records are all read: a thread it took from an earlier
+  // session that traced it at the same time goes back to that one.
+  void EndSession(uint32_t session) { ended_sessions_.insert(session); }
   // Whether the thread's time is kept from a later session than the
   // current record's: two sessions traced it at once, and read together,
   // its events would count twice.
@@ -249,6 +252,7 @@ class ThreadTimeline {
   absl::flat_hash_map<uint32_t, uint32_t> session_of_;  // tid -> the session it is placed by
   std::function<void(uint32_t tid)> session_left_;
   absl::flat_hash_set<uint32_t> across_sessions_, overlapped_;
+  absl::flat_hash_set<uint32_t> ended_sessions_;
 };
 
 }  // namespace loupe::analysis

@@ -171,6 +171,8 @@ bool TraceReader::Next(Record* record, const SegmentReader** source) {
     if (Advance(*to_advance_)) {
       heap_.push_back(to_advance_);
       std::push_heap(heap_.begin(), heap_.end(), later);
+    } else {
+      ended_sessions_.push_back(to_advance_->session);
     }
     to_advance_ = nullptr;
   } else {

@@ -71,6 +71,9 @@ class TraceReader {
   // sessions read, in the order of their ids (which begin with their start
   // time, so an earlier session has a lower index).
   uint32_t session() const { return session_; }
+  // Sessions whose every record has been returned, in the order they ran
+  // out (known by the first Next() after a session's last record).
+  const std::vector<uint32_t>& ended_sessions() const { return ended_sessions_; }
 
   // One entry per file, in the order found; complete after Next() returned false.
   const std::vector<SegmentSummary>& summaries() const { return summaries_; }
@@ -86,6 +89,7 @@ class TraceReader {
   std::vector<Chain*> heap_;  // chains with a current record, soonest first
   Chain* to_advance_ = nullptr;
   uint32_t session_ = 0;
+  std::vector<uint32_t> ended_sessions_;
 };
 
 }  // namespace loupe::format

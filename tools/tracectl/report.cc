@@ -115,7 +115,12 @@ int RunReport(const ReportOptions& options) {
     if (summary.opened) model.AddHeader(summary.header);
   }
   format::Record record;
-  while ((*trace)->Next(&record)) model.Add(record, (*trace)->session());
+  size_t ended = 0;
+  while ((*trace)->Next(&record)) {
+    const std::vector<uint32_t>& sessions_ended = (*trace)->ended_sessions();
+    for (; ended < sessions_ended.size(); ++ended) model.EndSession(sessions_ended[ended]);
+    model.Add(record, (*trace)->session());
+  }
   for (const format::SegmentSummary& summary : (*trace)->summaries()) {
     model.AddSymbols(summary.symbols);
   }

@@ -845,7 +845,8 @@ TEST(ReportModelTest, RequestsAndThreadTimesDoNotSpanSessions) {
 }
 
 // Two sessions traced the same thread at once: read together, its events
-// are there twice. The later session's are used, and the report says so.
+// are there twice. The later session's are used while it lasts, then the
+// earlier one's again, and the report says so.
 TEST(ReportModelTest, OverlappingSessionsCountEachEventOnce) {
   ReportModel model({});
   Preamble(model, 1'000);
@@ -864,11 +865,16 @@ TEST(ReportModelTest, OverlappingSessionsCountEachEventOnce) {
       {{.time_ns = 6'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}}, kSecond},
   };
   for (const auto& [record, session] : records) model.Add(record, session);
+  // The later session stops; the earlier one goes on, and is used again.
+  model.EndSession(kSecond);
+  model.Add({.time_ns = 7'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}}, kFirst);
+  model.Add({.time_ns = 8'000, .tid = kHandler, .payload = format::OperationBegin{9, "request"}}, kFirst);
+  model.Add({.time_ns = 11'000, .tid = kHandler, .payload = format::OperationEnd{9}}, kFirst);
   model.Finish();
   const KindReport* request = KindNamed(model, "request");
   ASSERT_NE(request, nullptr);
-  EXPECT_EQ(request->count, 1u);
-  EXPECT_EQ(request->max_ns, 2'000u);
+  EXPECT_EQ(request->count, 2u);
+  EXPECT_EQ(request->max_ns, 3'000u);
   EXPECT_EQ(request->unpaired_begins + request->unpaired_ends, 0u);
   EXPECT_EQ(model.threads_in_overlapping_sessions(), 1u);
   EXPECT_NE(ReportText(model, {}).find("traced by two sessions at the same time"), std::string::npos);
