@@ -215,7 +215,8 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
   for (const UsdtPair& pair : model.options().pairs) {
     for (const std::string& probe : {pair.begin_probe, pair.end_probe}) {
       if (!model.usdt().contains(probe)) {
-        out += fmt::format("\n--request {}: {} never fired in this trace\n", pair.name, probe);
+        out += fmt::format("\n--request {}..{}: {} never fired in this trace\n", pair.begin_probe,
+                           pair.end_probe, probe);
       }
     }
   }

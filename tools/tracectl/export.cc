@@ -186,8 +186,10 @@ int RunExport(const ExportOptions& options) {
                  summary.path, summary.copy_of);
     }
     if (!summary.complete) {
-      fmt::print(stderr, "tracectl: warning: {} is incomplete ({})\n", summary.path,
-                 summary.problems.empty() ? "losses" : summary.problems.front());
+      // A reading problem names its file already.
+      std::string_view why = summary.problems.empty() ? "losses" : summary.problems.front();
+      if (why.starts_with(summary.path + ": ")) why.remove_prefix(summary.path.size() + 2);
+      fmt::print(stderr, "tracectl: warning: {} is incomplete ({})\n", summary.path, why);
     }
   }
   return kExitOk;

@@ -64,7 +64,9 @@ void AddReportCommand(CLI::App& app, ReportOptions& options) {
                    "A request marked by two USDT probes: '[NAME=]PROVIDER:BEGIN..[PROVIDER:]END', "
                    "e.g. 'postgresql:query__start..query__done'")
       ->allow_extra_args(false);
-  command->add_option("--list", options.list, "Slowest requests listed")->capture_default_str();
+  command->add_option("--list", options.list, "Slowest requests listed")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100'000));
   command->add_option("--top", options.top, "Rows of the top-functions and waits tables")
       ->capture_default_str();
   command->add_flag("--json", options.json, "One JSON object, for scripts (its fields: docs/report.md)");
@@ -97,6 +99,10 @@ int RunReport(const ReportOptions& options) {
     if (text->empty() || from_collector) continue;
     absl::StatusOr<uint64_t> ns = ParseDuration(*text, flag, /*zero_ok=*/true);
     if (!ns.ok()) return Fail(ns.status());
+    if (*ns == 0 && out == &model_options.until_ns) {
+      return Fail(absl::InvalidArgumentError(
+          fmt::format("--until {}: the window would end where the trace begins", *text)));
+    }
     *out = *ns;
   }
   if (!options.since.empty() && !options.until.empty() && !from_collector &&
