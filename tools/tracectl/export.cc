@@ -187,8 +187,8 @@ int RunExport(const ExportOptions& options) {
     }
     if (!summary.complete) {
       // A reading problem names its file already.
-      std::string_view why = summary.problems.empty() ? "losses" : summary.problems.front();
-      if (why.starts_with(summary.path + ": ")) why.remove_prefix(summary.path.size() + 2);
+      std::string why = summary.problems.empty() ? "losses" : summary.problems.front();
+      if (why.starts_with(summary.path + ": ")) why.erase(0, summary.path.size() + 2);
       fmt::print(stderr, "tracectl: warning: {} is incomplete ({})\n", summary.path, why);
     }
   }
