@@ -104,11 +104,16 @@ bool ReportModel::Wanted(const format::Record& record, const RequestMark& mark) 
 
 void ReportModel::Add(const format::Record& record, uint32_t session) {
   using namespace format;
+  sessions_ = std::max(sessions_, session + 1);
+  if (!timeline_.Admit(record, session)) return;  // another session's copy
   if (first_ns_ == 0) first_ns_ = record.time_ns;
   last_ns_ = std::max(last_ns_, record.time_ns);
   const uint32_t stack = stacks_.Add(record);
   std::visit(Overloaded{
-                 [&](const CpuSample& sample) { AddSample(record, stack, sample); },
+                 [&](const CpuSample& sample) {
+                   // Where two sessions traced the thread at once, one's samples.
+                   if (timeline_.SpeaksFor(record.tid)) AddSample(record, stack, sample);
+                 },
                  [&](const UsdtEvent& usdt) { ++usdt_[std::string(usdt.probe)]; },
                  // Reach the report through the stacks, the timeline and requests below.
                  [](const ClockSync&) {}, [](const ProcessInfo&) {}, [](const ThreadInfo&) {},
@@ -126,11 +131,10 @@ void ReportModel::Add(const format::Record& record, uint32_t session) {
                    }
                  }},
              record.payload);
-  timeline_.Add(record, stack, session);
-  sessions_ = std::max(sessions_, session + 1);
+  timeline_.Add(record, stack);
   const RequestMark mark = kinds_.Mark(record);
-  // Two sessions traced the thread at once: the later one's requests count.
-  if (mark.type != RequestMark::kNone && timeline_.InLaterSession(record.tid)) return;
+  // Two sessions traced the thread at once: one's requests count.
+  if (mark.type != RequestMark::kNone && !timeline_.SpeaksFor(record.tid)) return;
   if (mark.type != RequestMark::kNone && first_request_event_ns_ == 0) {
     first_request_event_ns_ = record.time_ns;
   }

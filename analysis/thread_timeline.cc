@@ -4,6 +4,8 @@
 #include <variant>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/hash/hash.h"
 #include "daemon/base/overloaded.h"
 
 namespace loupe::analysis {
@@ -49,12 +51,21 @@ ThreadTimeline::Track* ThreadTimeline::Traced(uint32_t tid) {
   return &it->second;
 }
 
-bool ThreadTimeline::InLaterSession(uint32_t tid) const {
+bool ThreadTimeline::Describes(uint32_t tid) const {
+  auto it = described_in_.find(tid);
+  return it == described_in_.end() || absl::c_linear_search(it->second, session_);
+}
+
+bool ThreadTimeline::SpeaksFor(uint32_t tid) const {
   auto it = session_of_.find(tid);
-  return it != session_of_.end() && it->second > session_;
+  return it != session_of_.end() ? it->second == session_ : Describes(tid);
 }
 
 bool ThreadTimeline::InCurrentSession(uint32_t tid) {
+  // A session records the other side of its targets' switches and
+  // wakeups too: a thread only another session traces is that one's to
+  // place.
+  if (!Describes(tid)) return false;
   auto [of, added] = session_of_.try_emplace(tid, session_);
   if (added || of->second == session_) return true;
   if (of->second > session_ && !ended_sessions_.contains(of->second)) {
@@ -78,9 +89,33 @@ bool ThreadTimeline::InCurrentSession(uint32_t tid) {
     }
     threads_.erase(it);
   }
-  ever_tracked_.erase(tid);  // its first record in this session places it
+  // Its first record in this session places it, from this session's start
+  // at most.
+  ever_tracked_.erase(tid);
+  started_at_.erase(tid);
+  unknown_since_.erase(tid);
   if (session_left_) session_left_(tid);
   return true;
+}
+
+bool ThreadTimeline::SeenFromAnotherSession(const format::Record& record) {
+  using namespace format;
+  uint64_t key = 0;
+  if (const auto* change = std::get_if<SchedSwitch>(&record.payload)) {
+    key = absl::HashOf(1, record.cpu, record.tid, change->next_tid, change->prev_state);
+  } else if (const auto* wakeup = std::get_if<SchedWakeup>(&record.payload)) {
+    key = absl::HashOf(2, record.cpu, record.tid, wakeup->woken_tid);
+  } else if (const auto* migrate = std::get_if<SchedMigrate>(&record.payload)) {
+    key = absl::HashOf(3, record.tid, migrate->orig_cpu, migrate->dest_cpu);
+  } else {
+    return false;
+  }
+  if (record.time_ns != seen_at_ns_) {
+    seen_at_ns_ = record.time_ns;
+    seen_.clear();
+  }
+  auto [it, added] = seen_.try_emplace(key, session_);
+  return !added && it->second != session_;
 }
 
 void ThreadTimeline::PreambleEnded() {
@@ -96,6 +131,8 @@ void ThreadTimeline::PreambleEnded() {
 }
 
 void ThreadTimeline::OnDescribed(const format::Record& record) {
+  std::vector<uint32_t>& sessions = described_in_[record.tid];
+  if (!absl::c_linear_search(sessions, session_)) sessions.push_back(session_);
   // Described by a later session's preamble: placed from its start.
   if (directory_.Traced(record.tid) && !InCurrentSession(record.tid)) return;
   if (record.time_ns != described_at_ns_) {
@@ -131,11 +168,17 @@ ThreadTimeline::Cpu& ThreadTimeline::CpuOf(uint32_t cpu) {
   return cpus_[index];
 }
 
-void ThreadTimeline::Add(const format::Record& record, uint32_t stack, uint32_t session) {
-  using namespace format;
+bool ThreadTimeline::Admit(const format::Record& record, uint32_t session) {
   session_ = session;
   if (session >= session_last_ns_.size()) session_last_ns_.resize(session + 1, 0);
   session_last_ns_[session] = std::max(session_last_ns_[session], record.time_ns);
+  // Two sessions whose targets meet (one's thread switches to the other's)
+  // both record that switch: it happened once.
+  return !SeenFromAnotherSession(record);
+}
+
+void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
+  using namespace format;
   if (!described_.empty() && !std::holds_alternative<ProcessInfo>(record.payload) &&
       !std::holds_alternative<ThreadInfo>(record.payload) &&
       !std::holds_alternative<ClockSync>(record.payload)) {

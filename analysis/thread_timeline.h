@@ -75,10 +75,15 @@ class ThreadTimeline {
   ThreadTimeline(const ThreadDirectory& directory, Sink sink)
       : directory_(directory), sink_(std::move(sink)) {}
 
+  // Where several sessions are read together, before each record (and
+  // before anything else reads it): which it is from
+  // (format::TraceReader::session). False for another session's record of
+  // an event already given (a switch between two sessions' targets, which
+  // both record): it is not to be used.
+  bool Admit(const format::Record& record, uint32_t session);
   // Every record in time order; `stack` is the StackProfile id of a CPU
-  // sample or off-CPU interval; `session`: which of the sessions read
-  // together it is from (format::TraceReader::session).
-  void Add(const format::Record& record, uint32_t stack, uint32_t session = 0);
+  // sample or off-CPU interval.
+  void Add(const format::Record& record, uint32_t stack);
   // Told when a thread's records come from a later session than before,
   // once its time in the earlier one has been emitted (to that session's
   // last record): nothing between the two was traced.
@@ -86,10 +91,11 @@ class ThreadTimeline {
   // A session's records are all read: a thread it took from an earlier
   // session that traced it at the same time goes back to that one.
   void EndSession(uint32_t session) { ended_sessions_.insert(session); }
-  // Whether the thread's time is kept from a later session than the
-  // current record's: two sessions traced it at once, and read together,
-  // its events would count twice.
-  bool InLaterSession(uint32_t tid) const;
+  // Whether the current record's session is the one that places the
+  // thread (the only one that describes it, or, where two traced it at
+  // once, the one whose records of it are used): another session's record
+  // of it is not counted, for its events would count twice.
+  bool SpeaksFor(uint32_t tid) const;
   // Threads whose records came from more than one session ...
   size_t threads_across_sessions() const { return across_sessions_.size(); }
   // ... and those two sessions traced at the same time.
@@ -172,6 +178,10 @@ class ThreadTimeline {
   // it ends here: its state up to that session's last record, then it is
   // placed afresh by the current one.
   bool InCurrentSession(uint32_t tid);
+  // Whether the current session describes the thread (or none does).
+  bool Describes(uint32_t tid) const;
+  // Whether another session already gave this record (same time, same event).
+  bool SeenFromAnotherSession(const format::Record& record);
   // Its state from track.since up to `end_ns`, where the trace or its
   // session stops knowing it.
   void EndTrack(uint32_t tid, Track& track, uint64_t end_ns);
@@ -253,6 +263,10 @@ class ThreadTimeline {
   std::function<void(uint32_t tid)> session_left_;
   absl::flat_hash_set<uint32_t> across_sessions_, overlapped_;
   absl::flat_hash_set<uint32_t> ended_sessions_;
+  absl::flat_hash_map<uint32_t, std::vector<uint32_t>> described_in_;  // tid -> sessions
+  // The scheduler records seen at seen_at_ns_, by what they say -> session.
+  uint64_t seen_at_ns_ = 0;
+  absl::flat_hash_map<uint64_t, uint32_t> seen_;
 };
 
 }  // namespace loupe::analysis

@@ -132,11 +132,11 @@ class Planner {
       return false;
     }
     current_ = nullptr;
-    if (!system_wide_) {
-      for (ProbeAttachment attachment : it->second.attachments) {
-        attachment.pid = pid;
-        plan_.attachments.push_back(attachment);
-      }
+    for (ProbeAttachment attachment : it->second.attachments) {
+      NoteReturns(attachment);
+      if (system_wide_) continue;
+      attachment.pid = pid;
+      plan_.attachments.push_back(attachment);
     }
     return true;
   }
@@ -144,12 +144,27 @@ class Planner {
   void Attach(const ProbeAttachment& attachment) {
     plan_.attachments.push_back(attachment);
     if (current_ != nullptr) current_->attachments.push_back(attachment);
+    NoteReturns(attachment);
   }
 
   uint32_t ProbeId(const std::string& name) {
     auto [it, added] = probe_ids_.emplace(name, plan_.probe_names.size());
-    if (added) plan_.probe_names.push_back(name);
+    if (added) {
+      plan_.probe_names.push_back(name);
+      plan_.probe_returns.push_back(false);
+    }
     return it->second;
+  }
+
+  // Returns probed in this process too: the catch probe is needed here,
+  // and the probe's calls are paired.
+  void NoteReturns(const ProbeAttachment& attachment) {
+    if (attachment.program != ProbeProgram::kUprobeReturn &&
+        attachment.program != ProbeProgram::kUprobeReturnSite) {
+      return;
+    }
+    returns_probed_ = true;
+    plan_.probe_returns[attachment.cookie >> 8] = true;
   }
 
   void AddUsdtSites(uint32_t pid, const std::string& object) {
@@ -394,7 +409,6 @@ class Planner {
       attachment.file_offset = *site;
       Attach(attachment);
     }
-    returns_probed_ = true;
     if (sites->tail_calls > 0) {
       // Without .symtab its .cold part has no name: jumps there look the same.
       warn(fmt::format("{} can leave by {} jump(s) out of its code ({}): its returns are probed "

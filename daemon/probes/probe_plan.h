@@ -70,6 +70,7 @@ struct ProbePlan {
   std::vector<ProbeAttachment> attachments;
   std::vector<loupe_usdt_spec> usdt_specs;  // indexed by a kUsdt cookie
   std::vector<std::string> probe_names;     // by probe id: "provider:name", "libc:malloc"
+  std::vector<bool> probe_returns;          // by probe id: its returns are probed
   std::vector<std::string> warnings;
   uint32_t shim_sites = 0;
   // Function entries whose first instruction the kernel must single-step.

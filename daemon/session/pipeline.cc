@@ -21,7 +21,15 @@ Pipeline::Pipeline(PipelineOptions options, Targets targets,
       reorder_(options_.reorder_window_ns, options_.max_pending_events),
       offcpu_([this](uint32_t tgid) { return IsTarget(tgid); }),
       missed_([this](uint32_t tgid) { return IsTargetOnArrival(tgid); }),
-      foreign_([this](uint32_t tgid) { return IsOrWasTarget(tgid); }) {}
+      foreign_([this](uint32_t tgid) { return IsOrWasTarget(tgid); }) {
+  if (probe_names != nullptr && !options_.returning_probes.empty()) {
+    absl::flat_hash_set<const char*> returning;
+    for (size_t id = 0; id < probe_names->size() && id < options_.returning_probes.size(); ++id) {
+      if (options_.returning_probes[id]) returning.insert((*probe_names)[id].data());
+    }
+    calls_.set_returning(std::move(returning));
+  }
+}
 
 void Pipeline::RememberExited(uint32_t tgid) {
   if (!exited_targets_.insert(tgid).second) return;

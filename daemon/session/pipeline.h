@@ -57,6 +57,10 @@ struct PipelineOptions {
   // from the start to its first switch is known, and a quiet target's
   // trace still lasts as long as it was traced.
   uint64_t recording_since_ns = 0;
+  // By probe id (probes::ProbePlan::probe_returns): the probes whose
+  // returns are probed, whose calls are paired (and ended by a catch).
+  // Empty: every uprobe's.
+  std::vector<bool> returning_probes;
 };
 
 // The writer's ledger, read between cycles: what the files hold, as

@@ -167,7 +167,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                         .on_exec = [self](uint32_t pid,
                                           uint32_t old_tid) { self->OnExec(pid, old_tid); },
                         .read_asleep = std::move(read_asleep),
-                        .recording_since_ns = session->source_->recording_since_ns()},
+                        .recording_since_ns = session->source_->recording_since_ns(),
+                        .returning_probes = session->plan_.probe_returns},
                        *std::move(targets), session->Header(), &session->plan_.probe_names,
                        session->log_, MonotonicNow());
   if (!pipeline.ok()) return pipeline.status();

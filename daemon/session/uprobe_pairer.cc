@@ -55,6 +55,7 @@ bool DeeperOnTheSameStack(uint64_t deeper, uint64_t sp) {
 }  // namespace
 
 void UprobePairer::Enter(const format::Record& record, std::string_view probe, uint64_t sp) {
+  if (!returning_.empty() && !returning_.contains(probe.data())) return;
   std::vector<Entry>& stack = entries_[Key(record.tid, probe.data())];
   // The stack grows down: an open call whose frame is at or below this
   // one's is over, left without a return.
@@ -84,7 +85,7 @@ void UprobePairer::Pair(const format::Record& record, format::UprobeReturn& ret,
   const uint64_t own_sp = stack[own].sp;
   const auto left = std::remove_if(stack.begin() + static_cast<ptrdiff_t>(own) + 1, stack.end(),
                                    [&](const Entry& entry) {
-                                     return sp == 0 || DeeperOnTheSameStack(entry.sp, own_sp);
+                                     return DeeperOnTheSameStack(entry.sp, own_sp);
                                    });
   stack.erase(left, stack.end());
   stack.erase(stack.begin() + static_cast<ptrdiff_t>(own));
@@ -105,14 +106,15 @@ void UprobePairer::Unwind(const format::Record& record, uint64_t sp, uint64_t st
   };
   unwinding_.clear();
   for (auto it = entries_.begin(); it != entries_.end();) {
-    auto& [key, stack] = *it;
-    if (key.first != record.tid) {
+    if (it->first.first != record.tid) {
       ++it;
       continue;
     }
+    const char* probe = it->first.second;
+    std::vector<Entry>& stack = it->second;
     const auto left = std::remove_if(stack.begin(), stack.end(), [&](const Entry& entry) {
       if (!unwound(entry.sp)) return false;
-      unwinding_.push_back({entry.sp, format::UprobeReturn{.probe = key.second,
+      unwinding_.push_back({entry.sp, format::UprobeReturn{.probe = probe,
                                                            .duration_ns = record.time_ns - entry.time_ns,
                                                            .unwound = true}});
       return true;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "daemon/format/record.h"
 
 namespace loupe::session {
@@ -25,6 +26,10 @@ class UprobePairer {
   // Open calls kept per thread and probe; past it the oldest is dropped.
   static constexpr size_t kMaxDepth = 1024;
 
+  // Only these probes' calls (by their names' addresses in the session's
+  // probe table) are paired: an entry-only probe's calls never end, and a
+  // catch must not invent ends for them. Unset: every probe's.
+  void set_returning(absl::flat_hash_set<const char*> probes) { returning_ = std::move(probes); }
   // Feed every event in time order, with its user stack pointer (0
   // unknown) and its probe's values (a catch's: the bounds of the mapping
   // its stack is in); fills UprobeReturn::duration_ns.
@@ -52,6 +57,7 @@ class UprobePairer {
   void Unwind(const format::Record& record, uint64_t sp, uint64_t stack_start, uint64_t stack_end);
 
   absl::flat_hash_map<Key, std::vector<Entry>> entries_;
+  absl::flat_hash_set<const char*> returning_;
   std::vector<format::UprobeReturn> unwound_;
   std::vector<std::pair<uint64_t, format::UprobeReturn>> unwinding_;  // by entry sp
 };

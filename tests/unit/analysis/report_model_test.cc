@@ -844,6 +844,40 @@ TEST(ReportModelTest, RequestsAndThreadTimesDoNotSpanSessions) {
   EXPECT_NE(ReportText(model, {}).find("2 sessions are read together"), std::string::npos);
 }
 
+// Two sessions of two services at the same time (a directory that collects
+// both): where one's thread switches to the other's, both record that
+// switch. It is one switch, and neither session takes the other's thread.
+TEST(ReportModelTest, SessionsOfTwoServicesShareSwitchesButNotThreads) {
+  ReportModel model({});
+  constexpr uint32_t kFirst = 0, kSecond = 1, kOtherPid = 900;
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .payload = format::ClockSync{}}, kFirst);
+  model.Add({.time_ns = 1'000, .tid = kOtherPid, .payload = format::ProcessInfo{.name = "cache"}}, kSecond);
+  model.Add({.time_ns = 1'000, .tid = kOtherPid, .payload = format::ThreadInfo{.pid = kOtherPid, .name = "cache"}},
+            kSecond);
+  model.Add({.time_ns = 1'000, .payload = format::ClockSync{}}, kSecond);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}}, kFirst);
+  model.Add({.time_ns = 1'500, .tid = kHandler, .payload = format::OperationBegin{5, "request"}}, kFirst);
+  for (uint32_t session : {kFirst, kSecond}) {  // preempted by the cache
+    model.Add({.time_ns = 2'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{kOtherPid, 0}}, session);
+  }
+  for (uint32_t session : {kFirst, kSecond}) {
+    model.Add({.time_ns = 5'000, .tid = kOtherPid, .cpu = 0, .payload = format::SchedSwitch{kHandler, 1}}, session);
+  }
+  model.Add({.time_ns = 6'000, .tid = kHandler, .payload = format::OperationEnd{5}}, kFirst);
+  model.Add({.time_ns = 7'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}}, kFirst);
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(request->count, 1u);
+  EXPECT_EQ(request->max_ns, 4'500u);
+  EXPECT_EQ(request->slow.runq_ns, 3'000u) << "queued behind the cache, once";
+  EXPECT_EQ(request->unpaired_begins + request->unpaired_ends, 0u);
+  EXPECT_EQ(model.threads_in_overlapping_sessions(), 0u);
+  EXPECT_EQ(model.threads_across_sessions(), 0u);
+  EXPECT_EQ(model.unplaced_stretches(), 0u);
+}
+
 // Two sessions traced the same thread at once: read together, its events
 // are there twice. The later session's are used while it lasts, then the
 // earlier one's again, and the report says so.

@@ -337,5 +337,22 @@ TEST(UprobePairerTest, CallsOnAnotherStackAreNotThisExceptionsNorThisCallsInner)
   EXPECT_EQ(pairer.open_calls(), 0u);
 }
 
+// An entry-only probe's calls never end: a catch above one does not make
+// up an end for it. Only the probes whose returns are probed are paired.
+TEST(UprobePairerTest, ACatchEndsOnlyCallsOfProbesWithReturns) {
+  UprobePairer pairer;
+  const std::string_view timed = kProbeNames[1], counted = kProbeNames[2];
+  pairer.set_returning({timed.data()});
+  format::Record a = At(1, format::UprobeEntry{.probe = timed}, 100);
+  pairer.Observe(a, 0x7000);
+  format::Record b = At(1, format::UprobeEntry{.probe = counted}, 110);
+  pairer.Observe(b, 0x6f00);
+  EXPECT_EQ(pairer.open_calls(), 1u);
+  format::Record caught = At(1, format::UprobeEntry{.probe = probes::kExceptionCaughtProbe}, 130);
+  pairer.Observe(caught, 0x7000);
+  ASSERT_EQ(pairer.unwound().size(), 1u);
+  EXPECT_EQ(pairer.unwound()[0].probe, timed);
+}
+
 }  // namespace
 }  // namespace loupe::session
