@@ -586,12 +586,13 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
   const Breakdown::Waker* waker = b.dominant_waker ? &*b.dominant_waker : nullptr;
   auto by = [&](std::string_view verb) -> std::string {
     if (!waker) return "";
-    // A sleep ends by its timer; any other wait that does timed out: what
-    // it waited for (a signal, a lock, data) did not come sooner.
+    // A sleep ends by its timer. Any other wait a timer ends either timed
+    // out (what it waited for, a signal or a lock, did not come sooner) or
+    // waited for that timer (a timerfd): a timer is no culprit.
     if (waker->context == "timer") {
-      return std::string(verb == "woken by" && b.dominant == "sleep"
-                             ? ", woken by a timer"
-                             : ", ended by its timeout (nothing woke it sooner)");
+      return std::string(b.dominant == "sleep" ? ", woken by a timer"
+                                               : ", ended by a timer (its timeout, or a timer it "
+                                                 "waited for)");
     }
     if (waker->context == "interrupt") return std::string(", woken by an interrupt");
     if (waker->context != "task") return fmt::format(", woken by an interrupt ({})", waker->context);

@@ -208,7 +208,8 @@ void ThreadTimeline::Add(const format::Record& record, uint32_t stack) {
                    if (!info.foreign) OnDescribed(record);
                  },
                  [&](const ProcessExec& exec) { OnExec(record, exec); },
-                 [](const ProcessFork&) {}, [](const Loss&) {}},
+                 [&](const ProcessFork& fork) { Reborn(fork.child_tid, record.time_ns); },
+                 [](const Loss&) {}},
              record.payload);
 }
 
@@ -226,6 +227,21 @@ void ThreadTimeline::OnExec(const format::Record& record, const format::ProcessE
   // no more. Its running under the old tid ends here.
   if (exec.old_tid != 0 && exec.old_tid != record.tid) Gone(exec.old_tid, record.time_ns);
   OnOwnRecord(record, 0);  // the exec ran in it
+}
+
+void ThreadTimeline::Reborn(uint32_t tid, uint64_t t) {
+  // A new thread with the tid of one that exited and whose last switch the
+  // trace lacks: that one is gone by now.
+  auto it = threads_.find(tid);
+  if (it == threads_.end() || !it->second.exited) return;
+  Track& track = it->second;
+  if (track.state != ThreadState::kRunning) {
+    // Lost off its CPU after its exit: no wait of a thread that is gone.
+    if (track.state == ThreadState::kRunnable) LeaveWaiters(tid, track.cpu);
+    track.state = ThreadState::kUnknown;
+    track.in_gap = false;
+  }
+  Gone(tid, t);
 }
 
 void ThreadTimeline::Gone(uint32_t tid, uint64_t t) {
@@ -413,6 +429,7 @@ void ThreadTimeline::LeaveWaiters(uint32_t tid, uint32_t cpu) {
 
 void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedWakeup& wakeup) {
   sched_seen_ = true;
+  if (wakeup.is_new) Reborn(wakeup.woken_tid, record.time_ns);
   Track* woken = Traced(wakeup.woken_tid);
   if (woken == nullptr) return;
   const uint64_t t = record.time_ns;
@@ -613,6 +630,9 @@ void ThreadTimeline::Finish(uint64_t end_ns) {
 
 void ThreadTimeline::EndTrack(uint32_t tid, Track& track, uint64_t end_ns) {
   if (end_ns < track.since) return;
+  // Exited, and off its CPU when the trace lost it (its switch-in and last
+  // switch not in the trace): no wait of a thread that is gone.
+  if (track.exited && track.state != ThreadState::kRunning) return;
   switch (track.state) {
     case ThreadState::kRunning:
       // Exited, its last switch not in the trace: it ran to its exit at least.

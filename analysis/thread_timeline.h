@@ -204,6 +204,8 @@ class ThreadTimeline {
   // The thread ended at `t` (its exit, or an exec that handed its tid
   // over): its running ends there and nothing follows.
   void Gone(uint32_t tid, uint64_t t);
+  // A thread is born with `tid` at `t` (a fork, a new task's wakeup).
+  void Reborn(uint32_t tid, uint64_t t);
   // A record the thread ran itself; `sample_stack`: a CPU sample's stack id, else 0.
   void OnOwnRecord(const format::Record& record, uint32_t sample_stack);
   // Its wait from its switch-out to `end` (the wakeup, or where the trace

@@ -283,6 +283,35 @@ static __always_inline bool quota_throttled(struct task_struct *task)
 	return BPF_CORE_READ(task, se.cfs_rq, throttle_count) > 0;
 }
 
+/* Per target process, its threads that have exited (their exit record
+ * written) and not yet switched out for good: the process stays a target
+ * until none is left and none lives, so every thread's last switch is
+ * recorded, though the kernel may run them in any order. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LOUPE_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __s32);
+} exiting_threads SEC(".maps");
+
+/* A thread of a target leaves its CPU for good. When it is the last of its
+ * process to (none lives, none exited is still to switch out), the process
+ * is gone: no target any more, as its pid may be reused. This switch is
+ * still recorded. */
+static __always_inline void last_switch_of(struct task_struct *prev, __u32 tgid)
+{
+	__s32 *exiting = bpf_map_lookup_elem(&exiting_threads, &tgid);
+
+	/* Read after the decrement: of two last switches at once on two CPUs,
+	 * the later reader sees none left. */
+	if (exiting)
+		__sync_fetch_and_add(exiting, -1);
+	if ((exiting && *exiting > 0) || BPF_CORE_READ(prev, signal, live.counter) != 0)
+		return;
+	bpf_map_delete_elem(&exiting_threads, &tgid);
+	bpf_map_delete_elem(&target_tgids, &tgid);
+}
+
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next)
 {
@@ -317,16 +346,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	}
 	if (!prev_is_target && !next_is_target && *waiting <= 0)
 		return 0;
-	/* A process whose last thread leaves its CPU for good is gone: no
-	 * target any more, as its pid may be reused. This switch, after its
-	 * exit record, is still recorded. The last: none is alive (live), and
-	 * no other is left unreleased (nr_threads; a thread is released before
-	 * its last switch, the group leader only when it is reaped), so the
-	 * others' last switches came before. */
-	if (prev_is_target && (prev_state & LOUPE_TASK_DEAD) &&
-	    BPF_CORE_READ(prev, signal, live.counter) == 0 &&
-	    BPF_CORE_READ(prev, signal, nr_threads) <= 1)
-		bpf_map_delete_elem(&target_tgids, &prev_tgid);
+	if (prev_is_target && (prev_state & LOUPE_TASK_DEAD))
+		last_switch_of(prev, prev_tgid);
 	rec = scratch_space();
 	if (!rec)
 		return 0;
@@ -492,11 +513,21 @@ static __always_inline int on_exit(struct task_struct *task)
 {
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct loupe_thread_exit *rec;
+	__s32 *exiting, one = 1;
 	__u32 group_dead;
 
 	if (!is_target(tgid))
 		return 0;
 	group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;
+	exiting = bpf_map_lookup_elem(&exiting_threads, &tgid);
+	if (exiting) {
+		__sync_fetch_and_add(exiting, 1);
+	} else if (bpf_map_update_elem(&exiting_threads, &tgid, &one, BPF_NOEXIST) != 0) {
+		/* Another CPU's thread made it meanwhile. */
+		exiting = bpf_map_lookup_elem(&exiting_threads, &tgid);
+		if (exiting)
+			__sync_fetch_and_add(exiting, 1);
+	}
 	rec = reserve_record(sizeof(*rec), LOUPE_REC_THREAD_EXIT, LOUPE_CNT_RING_FULL_SCHED);
 	if (rec) {
 		rec->tid = BPF_CORE_READ(task, pid);

@@ -17,9 +17,10 @@ struct {
 } events SEC(".maps");
 
 /* tgids being traced: the daemon adds the targets, BPF adds children. */
+#define LOUPE_MAX_TARGETS 8192
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, LOUPE_MAX_TARGETS);
 	__type(key, __u32);
 	__type(value, __u8);
 } target_tgids SEC(".maps");

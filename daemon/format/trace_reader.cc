@@ -21,7 +21,8 @@ bool IsSegmentName(const std::string& name) {
 }  // namespace
 
 struct TraceReader::Chain {
-  uint32_t session = 0;       // its index in the order of session ids
+  uint32_t session = 0;       // its index in the order the sessions began
+  bool has_record = false;    // it had a first record
   std::vector<size_t> files;  // indices into summaries_, in sequence order
   size_t next_file = 0;
   std::unique_ptr<SegmentReader> reader;
@@ -70,16 +71,16 @@ std::vector<size_t> CopiesReadAs(const std::vector<std::string>& paths,
     const uintmax_t size = fs::file_size(paths[i], error);
     return std::tuple(paths[i].ends_with(".loupe"), error ? 0 : size, paths.size() - i);
   };
-  std::map<std::pair<std::string, uint64_t>, size_t> read;
+  using Key = std::tuple<std::string, std::string, uint64_t>;
+  auto key = [&](size_t i) { return Key(ids[i]->boot_id, ids[i]->session, ids[i]->sequence); };
+  std::map<Key, size_t> read;
   for (size_t i = 0; i < paths.size(); ++i) {
     if (!ids[i]) continue;
-    auto [it, added] = read.try_emplace({ids[i]->session, ids[i]->sequence}, i);
+    auto [it, added] = read.try_emplace(key(i), i);
     if (!added && rank(i) > rank(it->second)) it->second = i;
   }
   std::vector<size_t> read_as(paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) {
-    read_as[i] = ids[i] ? read.at({ids[i]->session, ids[i]->sequence}) : i;
-  }
+  for (size_t i = 0; i < paths.size(); ++i) read_as[i] = ids[i] ? read.at(key(i)) : i;
   return read_as;
 }
 
@@ -99,7 +100,8 @@ absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(
     if (reader.ok()) {
       summary.opened = true;
       summary.header = (*reader)->header();
-      ids.push_back(SegmentId{summary.header.session_id(), summary.header.sequence()});
+      ids.push_back(SegmentId{summary.header.boot_id(), summary.header.session_id(),
+                              summary.header.sequence()});
     } else {
       summary.problems.emplace_back(MessageOf(reader.status()));
       summary.finished = true;
@@ -124,11 +126,19 @@ absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(
   for (auto& [session, members] : sessions) {
     std::sort(members.begin(), members.end());
     auto chain = std::make_unique<Chain>();
-    chain->session = static_cast<uint32_t>(trace->chains_.size());
     for (const auto& member : members) chain->files.push_back(member.second);
-    if (trace->Advance(*chain)) trace->heap_.push_back(chain.get());
+    chain->has_record = trace->Advance(*chain);
+    if (chain->has_record) trace->heap_.push_back(chain.get());
     trace->chains_.push_back(std::move(chain));
   }
+  // Sessions are numbered in the order they began (their first records):
+  // ids are names, which need not sort by time.
+  std::vector<Chain*> by_start;
+  for (const auto& chain : trace->chains_) by_start.push_back(chain.get());
+  std::stable_sort(by_start.begin(), by_start.end(), [](const Chain* a, const Chain* b) {
+    return std::tuple(!a->has_record, a->record.time_ns) < std::tuple(!b->has_record, b->record.time_ns);
+  });
+  for (size_t i = 0; i < by_start.size(); ++i) by_start[i]->session = static_cast<uint32_t>(i);
   return trace;
 }
 

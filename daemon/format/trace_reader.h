@@ -35,8 +35,10 @@ struct SegmentSummary {
   std::string copy_of;
 };
 
-// A segment's identity: its session and its place in it (its header's).
+// A segment's identity: its host's boot, its session and its place in it
+// (its header's). Two hosts may be given one --session-id.
 struct SegmentId {
+  std::string boot_id;
   std::string session;
   uint64_t sequence = 0;
 };
@@ -68,8 +70,7 @@ class TraceReader {
   // the record stay valid until the next call.
   bool Next(Record* record, const SegmentReader** source = nullptr);
   // The session of the record Next() returned: its index among the
-  // sessions read, in the order of their ids (which begin with their start
-  // time, so an earlier session has a lower index).
+  // sessions read, in the order they began (their first records).
   uint32_t session() const { return session_; }
   // Sessions whose every record has been returned, in the order they ran
   // out (known by the first Next() after a session's last record).

@@ -90,7 +90,8 @@ absl::StatusOr<UprobeRequest> ParseUprobeRequest(std::string_view text) {
   if (rest.ends_with("%return")) {
     request.with_return = true;
     rest.remove_suffix(7);
-  } else if (const size_t percent = rest.rfind('%'); percent != std::string_view::npos) {
+  } else if (const size_t percent = rest.rfind('%');
+             percent != std::string_view::npos && percent > rest.rfind(':')) {
     return bad(fmt::format("unknown suffix '{}': the only one is %return", rest.substr(percent)));
   }
   if (rest.ends_with(")")) {

@@ -13,6 +13,11 @@ bool OffCpuTracker::Observe(OwnedEvent& event, OwnedEvent* interval) {
   bool made = false;
   std::visit(Overloaded{
                  [&](const format::SchedWakeup& wakeup) {
+                   // A new thread with an exited one's tid, whose last switch was lost.
+                   if (auto reused = switched_out_.find(wakeup.woken_tid);
+                       wakeup.is_new && reused != switched_out_.end() && reused->second.exited) {
+                     switched_out_.erase(reused);
+                   }
                    if (is_target_(event.next_tgid)) {
                      woken_[wakeup.woken_tid] = {record.time_ns, record.tid};
                    }

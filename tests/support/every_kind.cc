@@ -41,7 +41,7 @@ std::vector<Record> EveryKind(uint64_t start_ns) {
              .kernel_stack = kKernelFrames,
              .operation_id = 9001},
       UprobeEntry{.probe = "libc:malloc", .args = kArgs},
-      UprobeReturn{.probe = "libc:malloc", .retval = -12, .duration_ns = 850, .unwound = true},
+      UprobeReturn{.probe = "libc:malloc", .retval = -12, .duration_ns = 850},
       UsdtEvent{.probe = "postgresql:query__start", .args = kArgs, .str_arg = "SELECT 1"},
       SpanBegin{.span_id = 77, .parent_id = 76, .operation_id = 0xdeadbeefcafe, .name = "query"},
       SpanEnd{.span_id = 77},

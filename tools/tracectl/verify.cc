@@ -32,7 +32,7 @@ struct SegmentReport {
   format::LossTally losses;  // the trailer's when sealed, else the Loss records read
   uint64_t first_ns = UINT64_MAX, last_ns = 0;
   std::map<uint32_t, std::string> targets;  // pid -> name
-  std::string session, host;
+  std::string session, host, boot_id;
   uint64_t sequence = 0;
   // What the session could do on its kernel and with its rights (the header's).
   std::map<std::string, std::string> features;
@@ -58,6 +58,7 @@ SegmentReport VerifySegment(const std::string& path) {
   }
   const v1::SegmentHeader& header = (*reader)->header();
   report.session = header.session_id();
+  report.boot_id = header.boot_id();
   report.host = header.host();
   report.sequence = header.sequence();
   report.features.insert(header.kernel_features().begin(), header.kernel_features().end());
@@ -228,8 +229,9 @@ int RunVerify(const VerifyOptions& options) {
   for (const std::string& file : *files) {
     segments.push_back(VerifySegment(file));
     const SegmentReport& s = segments.back();
-    ids.push_back(s.open_error.empty() ? std::optional(format::SegmentId{s.session, s.sequence})
-                                       : std::nullopt);
+    ids.push_back(s.open_error.empty()
+                      ? std::optional(format::SegmentId{s.boot_id, s.session, s.sequence})
+                      : std::nullopt);
   }
   // As report and export read them: a copy once.
   const std::vector<size_t> read_as = format::CopiesReadAs(*files, ids);

@@ -356,7 +356,7 @@ TEST(ReportModelTest, ALockWaitATimerEndsTimedOut) {
   model.Finish();
   const KindReport* request = KindNamed(model, "request");
   ASSERT_NE(request, nullptr);
-  EXPECT_NE(request->slow.sentence.find("ended by its timeout (nothing woke it sooner)"),
+  EXPECT_NE(request->slow.sentence.find("ended by a timer (its timeout, or a timer it waited for)"),
             std::string::npos)
       << request->slow.sentence;
   EXPECT_EQ(request->slow.sentence.find("woken by a timer"), std::string::npos);

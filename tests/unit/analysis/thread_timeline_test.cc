@@ -574,6 +574,29 @@ TEST_F(TimelineTest, AnExitingThreadIsPlacedToItsLastSwitch) {
   EXPECT_EQ(b[1].end, 200u);
 }
 
+// An exited thread preempted on its way out whose switch-in and last
+// switch the trace lacks waits for nothing to the trace's end; a new
+// thread that gets its tid starts afresh.
+TEST_F(TimelineTest, AnExitedThreadLostOffItsCpuWaitsForNothing) {
+  Switch(10, 0, 0, kA, 0);
+  Feed({.time_ns = 40, .tid = kA, .cpu = 0, .payload = format::ThreadExit{.pid = kPid}});
+  Switch(50, 0, kA, 0, 0);  // preempted; nothing more of it
+  Feed({.time_ns = 5'000, .tid = kPid, .cpu = 1,
+        .payload = format::SchedWakeup{.woken_tid = kA, .target_cpu = 1, .is_new = true}});
+  Switch(5'100, 1, 0, kA, 0);  // a new thread with its tid
+  timeline_.Finish(10'000);
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_GE(a.size(), 2u);
+  EXPECT_EQ(a[0].state, ThreadState::kRunning);
+  EXPECT_EQ(a[0].end, 50u);
+  for (const Seen& seen : a) {
+    EXPECT_FALSE(seen.begin < 5'000 && seen.end > 50) << "a wait of the exited thread";
+  }
+  EXPECT_EQ(a.back().state, ThreadState::kRunning);
+  EXPECT_EQ(a.back().begin, 5'100u);
+  EXPECT_EQ(a.back().end, 10'000u);
+}
+
 // b slept most of the time a waited, woke, exited, and woke a on its way
 // out (a join): what b was doing is its own wait, known after its exit.
 TEST_F(TimelineTest, AWakerThatExitedSaysWhatItDidAndOwnWaitsOutweighASample) {

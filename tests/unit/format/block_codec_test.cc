@@ -63,6 +63,23 @@ TEST(BlockCodecTest, EveryKindRoundTrips) {
   EXPECT_EQ(RoundTrip(records, 1), Json(records));
 }
 
+// A call an exception unwound: its mark round-trips.
+TEST(BlockCodecTest, AnUnwoundCallRoundTrips) {
+  std::vector<Record> records = testing::EveryKind();
+  for (Record& record : records) {
+    if (auto* ret = std::get_if<UprobeReturn>(&record.payload)) {
+      ret->retval = 0;
+      ret->unwound = true;
+    }
+  }
+  const std::vector<std::string> json = Json(records);
+  EXPECT_EQ(RoundTrip(records), json);
+  EXPECT_EQ(std::ranges::count_if(json, [](const std::string& line) {
+              return line.find("\"unwound\":true") != std::string::npos;
+            }),
+            1);
+}
+
 TEST(BlockCodecTest, ProtobufReadsTheHandWrittenBlock) {
   const std::vector<Record> records = testing::EveryKind();
   BlockEncoder encoder;
@@ -102,7 +119,7 @@ TEST(BlockCodecTest, ProtobufReadsTheHandWrittenBlock) {
   ASSERT_EQ(block.usdt().args_size(), 5);
   EXPECT_EQ(block.usdt().args(3), std::numeric_limits<int64_t>::min());
   ASSERT_EQ(block.uprobe_return().unwound_size(), 1);
-  EXPECT_EQ(block.uprobe_return().unwound(0), 1u);
+  EXPECT_EQ(block.uprobe_return().unwound(0), 0u);
   EXPECT_EQ(block.span_begin().span_id(0), 77);   // delta from 0
   EXPECT_EQ(block.span_begin().parent_id(0), 1);  // 77 - 76: no open span predicted it
   // One low time byte per event; the rest of each delta in time_deltas.
