@@ -15,7 +15,17 @@ static struct connection connections[WORKERS];
 
 __attribute__((noinline)) uint64_t read_upstream(int fd, char *reply, size_t size)
 {
-	return service_read_all(fd, reply, size);
+	uint64_t start = service_now_ns();
+	size_t got = 0;
+
+	while (got < size) {
+		ssize_t n = read(fd, reply + got, size - got);
+
+		if (n <= 0)
+			service_die("read reply");
+		got += (size_t)n;
+	}
+	return service_now_ns() - start;
 }
 
 __attribute__((noinline)) void handle_request(uint64_t id)

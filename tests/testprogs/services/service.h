@@ -87,25 +87,6 @@ static inline void service_die(const char *what)
 	exit(2);
 }
 
-/* Reads exactly `size` bytes (a reply) and says how long that took.
- * Inlined always: the caller, named after what it waits for, is the
- * function a blocked stack shows. */
-__attribute__((always_inline)) static inline uint64_t service_read_all(int fd, char *buffer,
-									size_t size)
-{
-	uint64_t start = service_now_ns();
-	size_t got = 0;
-
-	while (got < size) {
-		ssize_t n = read(fd, buffer + got, size - got);
-
-		if (n <= 0)
-			service_die("read reply");
-		got += (size_t)n;
-	}
-	return service_now_ns() - start;
-}
-
 /* The name shows in /proc/<pid>/task/<tid>/comm and, while traced, in the
  * shim's own thread-name record. */
 static inline void service_name_thread(const char *name)
