@@ -100,6 +100,7 @@ bool ThreadTimeline::InCurrentSession(uint32_t tid) {
 
 bool ThreadTimeline::SeenFromAnotherSession(const format::Record& record) {
   using namespace format;
+  if (session_last_ns_.size() < 2) return false;  // one session so far: nothing twice
   uint64_t key = 0;
   if (const auto* change = std::get_if<SchedSwitch>(&record.payload)) {
     key = absl::HashOf(1, record.cpu, record.tid, change->next_tid, change->prev_state);
