@@ -283,6 +283,35 @@ static __always_inline bool quota_throttled(struct task_struct *task)
 	return BPF_CORE_READ(task, se.cfs_rq, throttle_count) > 0;
 }
 
+/* A wakeup of a target that is on its run queue, set to sleep and still on
+ * its CPU: either it came before schedule(), and the kernel only sets the
+ * thread running again (no sleep), or the thread is already inside
+ * __schedule on its CPU, its dequeue not yet seen from here, and the
+ * kernel wakes it for real once it is off. Kept until the kernel tells:
+ * the thread switches out asleep and sched_wakeup follows (it slept: the
+ * wakeup is written, at its own time), or sched_wakeup comes first (it
+ * never slept: dropped). */
+struct racing_wakeup {
+	struct loupe_sched_wakeup rec;
+	__u32 slept;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct racing_wakeup);
+} racing_wakeups SEC(".maps");
+
+/* A target switches out: asleep, a wakeup kept for it was real. */
+static __always_inline void note_racing_sleep(__u32 tid, __u32 prev_state)
+{
+	struct racing_wakeup *racing = bpf_map_lookup_elem(&racing_wakeups, &tid);
+
+	if (racing && prev_state != 0)
+		racing->slept = 1;
+}
+
 /* Per target process, its threads that have exited (their exit record
  * written) and not yet switched out for good: the process stays a target
  * until none is left and none lives, so every thread's last switch is
@@ -335,6 +364,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	barrier_var(next_is_target);
 	/* As the kernel reports it: a preempted task is still runnable. */
 	prev_state = preempt ? 0 : task_state(prev);
+	if (prev_is_target)
+		note_racing_sleep(BPF_CORE_READ(prev, pid), prev_state);
 	if (next_tid == 0) {
 		/* An idle CPU has nobody waiting: this heals any miscount. */
 		*waiting = 0;
@@ -390,50 +421,87 @@ static __always_inline bool sleeper_still_queued(struct task_struct *task)
 	return BPF_CORE_READ(task, se.sched_delayed) != 0;
 }
 
+static __always_inline void fill_wakeup(struct loupe_sched_wakeup *rec, struct task_struct *task,
+					__u32 tgid, __u32 is_new, __u32 context)
+{
+	bool waker_is_task = context == LOUPE_WAKER_TASK;
+	__u64 waker = bpf_get_current_pid_tgid();
+
+	rec->woken_tid = BPF_CORE_READ(task, pid);
+	rec->woken_tgid = tgid;
+	rec->waker_tid = (__u32)waker;
+	rec->target_cpu = BPF_CORE_READ(task, wake_cpu);
+	rec->is_new = is_new;
+	rec->context = context;
+	/* In an interrupt, the current task is whoever was interrupted. */
+	rec->waker_tgid = waker_is_task ? (__u32)(waker >> 32) : 0;
+	fill_comm(rec->waker_comm, bpf_get_current_task_btf(),
+		  !waker_is_task || is_target(rec->waker_tgid), rec->waker_tid);
+}
+
 static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, bool preempt_count)
 {
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct loupe_sched_wakeup *rec;
+	struct racing_wakeup racing = {};
 	__u32 zero = 0, *timers;
-	__u32 context;
-	bool waker_is_task;
-	__u64 waker;
+	__u32 context, tid;
+	bool racing_sleep = false;
 
 	if (!is_target(tgid))
 		return 0;
 	/* Still on a run queue (preempted, or not yet asleep): the wakeup
 	 * changes nothing, and recorded it would make the thread's next sleep
 	 * look woken already. Except a sleeper whose dequeue EEVDF delayed
-	 * (Linux 6.12+): on_rq, yet asleep, and this wakeup is real. */
-	if (!is_new && BPF_CORE_READ(task, on_rq) && !sleeper_still_queued(task))
-		return 0;
-	/* A new task is on its final CPU already; a woken one may still be
-	 * moved, which sched_migrate_task then accounts. */
-	add_runnable(task_cpu(task), 1);
+	 * (Linux 6.12+): on_rq, yet asleep, and this wakeup is real; and one
+	 * still on its CPU going to sleep, which may be (racing_wakeups). */
+	if (!is_new && BPF_CORE_READ(task, on_rq) && !sleeper_still_queued(task)) {
+		if (!BPF_CORE_READ(task, on_cpu) || task_state(task) == 0)
+			return 0;
+		racing_sleep = true;
+	}
 	context = irq_context(preempt_count);
 	timers = bpf_map_lookup_elem(&timer_contexts, &zero);
 	if (timers && (*timers & (1u << context)))
 		context = LOUPE_WAKER_TIMER;
 	else if (context == LOUPE_WAKER_SOFTIRQ && net_rx_raised_by_current())
 		context = LOUPE_WAKER_TASK;
+	if (racing_sleep) {
+		fill_header(&racing.rec.hdr, LOUPE_REC_SCHED_WAKEUP, sizeof(racing.rec));
+		fill_wakeup(&racing.rec, task, tgid, is_new, context);
+		tid = racing.rec.woken_tid;
+		bpf_map_update_elem(&racing_wakeups, &tid, &racing, BPF_ANY);
+		return 0;
+	}
+	/* A new task is on its final CPU already; a woken one may still be
+	 * moved, which sched_migrate_task then accounts. */
+	add_runnable(task_cpu(task), 1);
 	rec = reserve_record(sizeof(*rec), LOUPE_REC_SCHED_WAKEUP, LOUPE_CNT_RING_FULL_SCHED);
 	if (!rec)
 		return 0;
-	rec->woken_tid = BPF_CORE_READ(task, pid);
-	rec->woken_tgid = tgid;
-	waker = bpf_get_current_pid_tgid();
-	rec->waker_tid = (__u32)waker;
-	rec->target_cpu = BPF_CORE_READ(task, wake_cpu);
-	rec->is_new = is_new;
-	rec->context = context;
-	/* In an interrupt, the current task is whoever was interrupted. */
-	waker_is_task = context == LOUPE_WAKER_TASK;
-	rec->waker_tgid = waker_is_task ? (__u32)(waker >> 32) : 0;
-	fill_comm(rec->waker_comm, bpf_get_current_task_btf(),
-		  !waker_is_task || is_target(rec->waker_tgid), rec->waker_tid);
+	fill_wakeup(rec, task, tgid, is_new, context);
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }
+
+/* The kernel has woken a target (or set it running again): a wakeup kept
+ * in racing_wakeups is written if the thread slept meanwhile. */
+static __always_inline int on_woken(struct task_struct *task)
+{
+	__u32 tid = BPF_CORE_READ(task, pid);
+	struct racing_wakeup *racing = bpf_map_lookup_elem(&racing_wakeups, &tid);
+
+	if (!racing)
+		return 0;
+	if (racing->slept) {
+		add_runnable(task_cpu(task), 1);
+		submit(&racing->rec, sizeof(racing->rec), sizeof(racing->rec),
+		       LOUPE_CNT_RING_FULL_SCHED);
+	}
+	bpf_map_delete_elem(&racing_wakeups, &tid);
+	return 0;
+}
+
 
 static __always_inline int on_migrate(struct task_struct *task, __u32 dest_cpu)
 {
@@ -567,6 +635,11 @@ static __always_inline int on_rename(struct task_struct *task, const char *comm)
 		     struct task_struct *next)                                               \
 	{                                                                                    \
 		return recording ? on_switch(ctx, preempt, prev, next) : 0;                  \
+	}                                                                                    \
+	SEC(kind "/sched_wakeup")                                                            \
+	int BPF_PROG(handle_sched_woken##suffix, struct task_struct *task)                   \
+	{                                                                                    \
+		return recording ? on_woken(task) : 0;                                       \
 	}                                                                                    \
 	SEC(kind "/sched_wakeup_new")                                                        \
 	int BPF_PROG(handle_sched_wakeup_new##suffix, struct task_struct *task)              \
