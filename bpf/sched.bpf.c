@@ -470,8 +470,10 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 		fill_header(&racing.rec.hdr, LOUPE_REC_SCHED_WAKEUP, sizeof(racing.rec));
 		fill_wakeup(&racing.rec, task, tgid, is_new, context);
 		tid = racing.rec.woken_tid;
-		bpf_map_update_elem(&racing_wakeups, &tid, &racing, BPF_ANY);
-		return 0;
+		/* With no room to keep it, written now: a wakeup too many (of a
+		 * thread that did not sleep) rather than one lost unseen. */
+		if (bpf_map_update_elem(&racing_wakeups, &tid, &racing, BPF_ANY) == 0)
+			return 0;
 	}
 	/* A new task is on its final CPU already; a woken one may still be
 	 * moved, which sched_migrate_task then accounts. */
