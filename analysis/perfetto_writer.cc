@@ -397,8 +397,10 @@ void PerfettoWriter::DrawUprobeCall(const format::Record& record,
   const uint64_t track = ChildTrack(TrackKind::kUprobe, record.tid, "uprobes");
   TrackEventBuilder call(On(track), TrackEventBuilder::kSliceBegin);
   call.Name(ret.probe);
-  if (ret.unwound) {
+  if (ret.unwound == format::Unwound::kByException) {
     call.Arg("unwound", format::Value::String("by an exception; ends where it was caught"));
+  } else if (ret.unwound == format::Unwound::kByLongjmp) {
+    call.Arg("unwound", format::Value::String("by a longjmp; ends at the jump"));
   } else {
     call.Arg("retval", ret.retval);
   }

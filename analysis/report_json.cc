@@ -106,7 +106,10 @@ Json Request(const RequestReport& request, uint64_t first_ns) {
   out["begin_offset_ns"] = request.begin_ns - first_ns;
   out["duration_ns"] = request.duration_ns;
   out["args"] = request.args;
-  out["unwound"] = request.unwound;  // left by an exception, timed to its catch
+  // Left by an exception (timed to its catch) or a longjmp (to the jump).
+  out["left_by"] = request.unwound == format::Unwound::kByException ? "exception"
+                   : request.unwound == format::Unwound::kByLongjmp ? "longjmp"
+                                                                    : "return";
   out.update(Parts(b));
   out["dominant"] = b.dominant;
   out["dominant_class"] = b.dominant_class;
@@ -168,8 +171,10 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
                 {"p99_ns", kind.p99_ns},
                 {"max_ns", kind.max_ns},
                 {"unpaired", {{"begins", kind.unpaired_begins}, {"ends", kind.unpaired_ends}}},
-                // of count: calls an exception unwound, timed to its catch
+                // of count: calls an exception unwound, timed to its catch,
+                // and calls a longjmp left, timed to the jump
                 {"unwound", kind.unwound},
+                {"longjmped", kind.longjmped},
                 {"passed_not_taken", kind.passed_not_taken},
                 {"pairing_lost", kind.pairing_lost}};
     row["slow"] = kind.slow.count != 0 ? Slow(kind)

@@ -334,9 +334,9 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
   Settle(record.tid, account, record.time_ns);
   OpenRequest request = std::move(*open);
   size_t closed = 1;
-  if (mark.unwound) {
-    // The exception's catch ends each call it unwound, by its own record;
-    // a request opened after it may be open on another stack (a fiber).
+  if (mark.unwound != format::Unwound::kNo) {
+    // The catch or the jump ends each call it left, by its own record; a
+    // request opened after it may be open on another stack (a fiber).
     account.open.erase(std::next(open).base());
   } else {
     // Requests opened inside it and never closed end with it, unpaired.
@@ -355,7 +355,8 @@ void ReportModel::End(const format::Record& record, const RequestMark& mark) {
   const uint64_t duration = record.time_ns - request.begin_ns;
   KindStats& stats = kind_stats_[request.kind];
   stats.latency.Add(duration);
-  if (mark.unwound) ++stats.unwound;
+  if (mark.unwound == format::Unwound::kByException) ++stats.unwound;
+  if (mark.unwound == format::Unwound::kByLongjmp) ++stats.longjmped;
   const Passed* carried = request.carried.get();
   auto add_to = [&](Anatomy* into, bool evidence) {
     into->count += 1;
@@ -708,6 +709,7 @@ void ReportModel::Finish() {
     report.unpaired_begins = stats.unpaired_begins;
     report.unpaired_ends = stats.unpaired_ends;
     report.unwound = stats.unwound;
+    report.longjmped = stats.longjmped;
     report.passed_not_taken = stats.passed_not_taken;
     report.pairing_lost = PairingLost(kind.source);
     if (report.count == 0 && report.unpaired_begins == 0 && report.unpaired_ends == 0 &&

@@ -110,8 +110,9 @@ struct KindReport {
   RequestKind kind;
   uint64_t count = 0, total_ns = 0, p50_ns = 0, p90_ns = 0, p99_ns = 0, max_ns = 0;
   uint64_t unpaired_begins = 0, unpaired_ends = 0;
-  // Of count: uprobe calls an exception unwound, timed to its catch.
-  uint64_t unwound = 0;
+  // Of count: uprobe calls an exception unwound, timed to its catch, and
+  // calls a longjmp left, timed to the jump.
+  uint64_t unwound = 0, longjmped = 0;
   // Operations passed on and not taken up by the end of the trace: no
   // duration, like a begin without its end.
   uint64_t passed_not_taken = 0;
@@ -132,7 +133,7 @@ struct RequestReport {
   uint64_t begin_ns = 0, duration_ns = 0;
   std::vector<int64_t> args;
   Breakdown breakdown;
-  bool unwound = false;  // left by an exception, not a return
+  format::Unwound unwound = format::Unwound::kNo;  // left by an exception or a longjmp
 };
 
 struct ThreadReport {
@@ -239,7 +240,8 @@ class ReportModel {
     std::vector<std::unique_ptr<Anatomy>> by_bucket =
         std::vector<std::unique_ptr<Anatomy>>(LatencyHistogram::kBuckets);
     Anatomy over_threshold;               // with --slow
-    uint64_t unpaired_begins = 0, unpaired_ends = 0, passed_not_taken = 0, unwound = 0;
+    uint64_t unpaired_begins = 0, unpaired_ends = 0, passed_not_taken = 0, unwound = 0,
+             longjmped = 0;
   };
   struct Finished {
     uint32_t kind = 0;
@@ -248,7 +250,7 @@ class ReportModel {
     uint64_t begin_ns = 0, duration_ns = 0;
     std::vector<int64_t> args;
     Anatomy anatomy;
-    bool unwound = false;
+    format::Unwound unwound = format::Unwound::kNo;
   };
 
   bool Wanted(const format::Record& record, const RequestMark& mark) const;

@@ -139,6 +139,15 @@ void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
   }
 }
 
+std::string_view LeftBy(format::Unwound unwound) {
+  switch (unwound) {
+    case format::Unwound::kByException: return "; left by an exception (to its catch)";
+    case format::Unwound::kByLongjmp: return "; left by a longjmp (to the jump)";
+    case format::Unwound::kNo: break;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string FrameText(const NamedFrame& frame) {
@@ -239,6 +248,11 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
                          "where the exception was caught\n",
                          kind.unwound);
     }
+    if (kind.longjmped != 0) {
+      out += fmt::format("  {} of them left by a longjmp, not a return: timed from the call to the "
+                         "jump\n",
+                         kind.longjmped);
+    }
     if (kind.passed_not_taken != 0) {
       out += fmt::format("  {} passed on to another thread and not taken up in the trace (no duration)\n",
                          kind.passed_not_taken);
@@ -279,7 +293,7 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
     out += fmt::format("  {}. {} {} on {}{} at +{}{}{}{}\n", ++rank, Ms(request.duration_ns),
                        request.kind.name, Who(request.thread), from,
                        Ms(request.begin_ns - model.first_ns()), args, also,
-                       request.unwound ? "; left by an exception (to its catch)" : "");
+                       LeftBy(request.unwound));
     out += fmt::format("       {}\n", Parts(request.breakdown, false));
     Evidence(out, request.breakdown, "       ");
   }

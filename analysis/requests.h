@@ -51,8 +51,8 @@ struct RequestMark {
   // by the stack pointer): it ends that one, not the innermost open; 0
   // unknown.
   uint64_t begin_ns = 0;
-  // An end where an exception unwound the call rather than it returning.
-  bool unwound = false;
+  // An end where an exception or a longjmp left the call, not a return.
+  format::Unwound unwound = format::Unwound::kNo;
 };
 
 class RequestKinds {

@@ -323,6 +323,54 @@ int handle_uprobe_catch(struct pt_regs *ctx)
 	return 0;
 }
 
+/* glibc's x86-64 jmp_buf: the stack pointer the jump restores is its 7th
+ * word, mangled with the thread's pointer guard (at %fs:0x30): xored, then
+ * rotated left 17 bits (sysdeps/unix/sysv/linux/x86_64/pointer_guard.h). */
+#define JMP_BUF_SP_OFFSET (6 * 8)
+#define POINTER_GUARD_OFFSET 0x30
+
+/* glibc's longjmp (and siglongjmp, __longjmp_chk), its jmp_buf the first
+ * argument: an entry whose stack pointer is the one the jump lands on,
+ * its two values the bounds of the mapping that stack is in. The calls it
+ * leaves are those below it there. Nothing is written when the jmp_buf,
+ * the guard or the mapping cannot be read: its calls then read as begun
+ * without an end. */
+SEC("uprobe")
+int handle_uprobe_longjmp(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct stack_bounds bounds = {};
+	struct loupe_uprobe_event *rec;
+	__u64 mangled, guard, sp;
+	__u64 fsbase;
+
+	if (!wanted(id))
+		return 0;
+	fsbase = BPF_CORE_READ(task, thread.fsbase);
+	if (bpf_probe_read_user(&mangled, sizeof(mangled),
+				(const void *)(user_regs(ctx)->di + JMP_BUF_SP_OFFSET)) != 0 ||
+	    bpf_probe_read_user(&guard, sizeof(guard),
+				(const void *)(fsbase + POINTER_GUARD_OFFSET)) != 0)
+		return 0;
+	sp = ((mangled >> 17) | (mangled << 47)) ^ guard;
+	bpf_find_vma(task, sp, note_mapping, &bounds, 0);
+	if (bounds.end == 0)
+		return 0;
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_UPROBE_ENTRY, LOUPE_CNT_RING_FULL_UPROBE);
+	if (!rec)
+		return 0;
+	rec->tid = (__u32)id;
+	rec->tgid = id >> 32;
+	rec->probe = bpf_get_attach_cookie(ctx) >> 8;
+	rec->arg_count = 2;
+	rec->values[0] = bounds.start;
+	rec->values[1] = bounds.end;
+	rec->sp = sp;
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
 SEC("uretprobe")
 int handle_uprobe_return(struct pt_regs *ctx)
 {

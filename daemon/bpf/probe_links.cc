@@ -51,6 +51,7 @@ bpf_program* ProgramFor(loupe_probes* skel, probes::ProbeProgram program) {
     // A uprobe at a return instruction: the registers are the return's.
     case ProbeProgram::kUprobeReturnSite: return skel->progs.handle_uprobe_return;
     case ProbeProgram::kExceptionCatch: return skel->progs.handle_uprobe_catch;
+    case ProbeProgram::kLongjmp: return skel->progs.handle_uprobe_longjmp;
   }
   return nullptr;
 }
@@ -207,7 +208,8 @@ void ProbeLinks::AttachMulti(const probes::ProbePlan& plan, bool system_wide,
     const bool at_nop = site.program != ProbeProgram::kUprobeEntry &&
                         site.program != ProbeProgram::kUprobeReturn &&
                         site.program != ProbeProgram::kUprobeReturnSite &&
-                        site.program != ProbeProgram::kExceptionCatch;
+                        site.program != ProbeProgram::kExceptionCatch &&
+                        site.program != ProbeProgram::kLongjmp;
     groups[{at_nop, site.program, site.path, system_wide ? 0 : site.pid}].push_back(&site);
   }
   auto link = [&](const GroupKey& key, std::span<const probes::ProbeAttachment* const> sites) {

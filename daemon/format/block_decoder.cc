@@ -429,7 +429,9 @@ bool BlockDecoder::DecodePayload(RecordKind kind, Record* record) {
       r.probe = Str(c[0]);
       r.retval = c[1].S(f);
       r.duration_ns = c[2].U(f);
-      r.unwound = c[3].Added(f) != 0;
+      const uint64_t unwound = c[3].Added(f);
+      if (unwound > kMaxUnwound) return false;
+      r.unwound = static_cast<Unwound>(unwound);
       record->payload = r;
       return true;
     }

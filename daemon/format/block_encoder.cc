@@ -121,7 +121,7 @@ struct BlockEncoder::PayloadEncoder {
     c[0].Put(e->InternString(r.probe));
     c[1].PutSigned(r.retval);
     c[2].Put(r.duration_ns);
-    c[3].Put(r.unwound ? 1 : 0);
+    c[3].Put(static_cast<uint64_t>(r.unwound));
   }
   void operator()(const UsdtEvent& r) {
     VarintColumn* c = e->Group(RecordKind::kUsdt);

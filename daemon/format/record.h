@@ -223,13 +223,19 @@ struct UprobeEntry {
   std::string_view probe;
   Args args;
 };
+// How a call that did not return was left; the record is where it ended
+// (retval means nothing then). Values are the trace's column values.
+enum class Unwound : uint8_t {
+  kNo = 0,
+  kByException = 1,  // timed to where the exception was caught
+  kByLongjmp = 2,    // timed to the longjmp
+};
+inline constexpr uint64_t kMaxUnwound = 2;
 struct UprobeReturn {
   std::string_view probe;
   int64_t retval = 0;
   uint64_t duration_ns = 0;
-  // No return: an exception unwound the call, timed to where it was caught
-  // (retval means nothing then).
-  bool unwound = false;
+  Unwound unwound = Unwound::kNo;
 };
 struct UsdtEvent {
   std::string_view probe;  // "provider:name"

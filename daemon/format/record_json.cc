@@ -170,9 +170,9 @@ struct PayloadJson {
   void operator()(const UprobeEntry& r) { o.Str("probe", r.probe).Args("args", r.args); }
   void operator()(const UprobeReturn& r) {
     o.Str("probe", r.probe);
-    // A call an exception unwound returned nothing.
-    if (r.unwound) {
-      o.Bool("unwound", true);
+    // A call an exception or a longjmp left returned nothing.
+    if (r.unwound != Unwound::kNo) {
+      o.Str("unwound", r.unwound == Unwound::kByLongjmp ? "longjmp" : "exception");
     } else {
       o.Int("retval", r.retval);
     }

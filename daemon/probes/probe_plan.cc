@@ -74,6 +74,43 @@ bool EmulatedEntry(const std::vector<uint8_t>& bytes) {
   return bytes.size() >= 5 && std::equal(kNop5, kNop5 + 5, bytes.begin());
 }
 
+// Functions of a runtime louped probes where returns are probed: where a
+// call ends without returning.
+struct RuntimeProbe {
+  std::string_view name;  // the probe's, in the trace
+  ProbeProgram program;
+  std::vector<std::string_view> functions;
+  bool (*is_runtime)(const ElfFile& file);
+  std::string_view calls_left;  // the calls that cannot end without it
+};
+
+// A call a C++ exception unwinds ends where it is caught. The C++ runtime
+// (libstdc++, or linked into the executable) calls __cxa_begin_catch at
+// every catch, from the catching frame.
+const RuntimeProbe kCatchProbe = {
+    .name = kExceptionCaughtProbe,
+    .program = ProbeProgram::kExceptionCatch,
+    .functions = {"__cxa_begin_catch"},
+    .is_runtime = [](const ElfFile&) { return true; },
+    .calls_left = "calls a C++ exception unwinds",
+};
+
+// A call a longjmp leaves ends at the jump: PostgreSQL's errors, Lua's,
+// libpng's. Only glibc's jmp_buf layout is read (bpf/probes.bpf.c); its
+// longjmp, _longjmp and siglongjmp are one function, __longjmp_chk their
+// fortified twin.
+const RuntimeProbe kLongjmpProbes = {
+    .name = kLongjmpProbe,
+    .program = ProbeProgram::kLongjmp,
+    .functions = {"longjmp", "_longjmp", "siglongjmp", "__longjmp_chk"},
+    .is_runtime =
+        [](const ElfFile& file) {
+          return file.FindSymbol("gnu_get_libc_version").has_value() ||
+                 file.FindSymbol("__libc_siglongjmp").has_value();
+        },
+    .calls_left = "calls a longjmp leaves",
+};
+
 class Planner {
  public:
   Planner(const ProbeRequests& requests, bool shim, bool system_wide)
@@ -88,7 +125,10 @@ class Planner {
     for (const std::string& object : objects) AddUsdtSites(pid, object);
     returns_probed_ = false;
     for (const UprobeRequest& request : requests_.uprobes) AddUprobe(pid, objects, request);
-    if (returns_probed_) AddCatchProbe(pid, objects);
+    if (returns_probed_) {
+      AddRuntimeProbe(pid, objects, kCatchProbe);
+      AddRuntimeProbe(pid, objects, kLongjmpProbes);
+    }
   }
 
   ProbePlan Finish() {
@@ -429,40 +469,46 @@ class Planner {
     for (const std::string& object : objects) {
       const ElfFile* file = Open(pid, object);
       if (file == nullptr) continue;
-      for (const std::string& function : {"_Unwind_RaiseException", "__cxa_throw"}) {
+      for (const char* function : {"_Unwind_RaiseException", "__cxa_throw"}) {
         if (file->FindSymbol(function)) return fmt::format("{} defines {}", object, function);
       }
     }
     return std::nullopt;
   }
 
-  // A call a C++ exception unwinds has no return: its end is where the
-  // exception is caught. The C++ runtime (libstdc++, or linked into the
-  // executable) calls __cxa_begin_catch at every catch, from the catching
-  // frame. A process without it throws no C++ exception.
-  void AddCatchProbe(uint32_t pid, const std::vector<std::string>& objects) {
-    static const std::string kCatch = "__cxa_begin_catch";
+  // Probes the functions of a process's runtime where calls end without a
+  // return (kCatchProbe, kLongjmpProbes): each of the probe's functions in
+  // the first of its files that defines one and is that runtime's, each
+  // address once (aliases share one).
+  void AddRuntimeProbe(uint32_t pid, const std::vector<std::string>& objects,
+                       const RuntimeProbe& probe) {
     for (const std::string& object : objects) {
       const ElfFile* file = Open(pid, object);
-      if (file == nullptr) continue;
-      std::optional<ElfSymbol> symbol = file->FindSymbol(kCatch);
-      if (!symbol) continue;
-      if (Reuse(pid, file->path(), "catch")) return;
-      absl::Status placeable = CanCarryUprobe({symbol->address, file->BytesAt(symbol->address, 16)});
-      absl::StatusOr<uint64_t> offset = file->FileOffset(symbol->address);
-      if (placeable.ok() && !offset.ok()) placeable = offset.status();
-      if (!placeable.ok()) {
-        plan_.warnings.push_back(fmt::format(
-            "pid {}: {} in {} not probed ({}): calls a C++ exception unwinds read as begun "
-            "without an end",
-            pid, kCatch, object, MessageOf(placeable)));
-        return;
+      if (file == nullptr || !probe.is_runtime(*file)) continue;
+      std::map<uint64_t, std::string> sites;
+      for (const std::string_view function : probe.functions) {
+        std::optional<ElfSymbol> symbol = file->FindSymbol(std::string(function));
+        if (symbol) sites.try_emplace(symbol->address, function);
       }
-      Attach({.program = ProbeProgram::kExceptionCatch,
-              .path = file->path(),
-              .file_offset = *offset,
-              .cookie = uint64_t{ProbeId(std::string(kExceptionCaughtProbe))} << 8,
-              .pid = pid});
+      if (sites.empty()) continue;
+      if (Reuse(pid, file->path(), std::string(probe.name))) return;
+      for (const auto& [address, function] : sites) {
+        absl::Status placeable = CanCarryUprobe({address, file->BytesAt(address, 16)});
+        absl::StatusOr<uint64_t> offset = file->FileOffset(address);
+        if (placeable.ok() && !offset.ok()) placeable = offset.status();
+        if (!placeable.ok()) {
+          plan_.warnings.push_back(fmt::format("pid {}: {} in {} not probed ({}): {} read as begun "
+                                               "without an end",
+                                               pid, function, object, MessageOf(placeable),
+                                               probe.calls_left));
+          continue;
+        }
+        Attach({.program = probe.program,
+                .path = file->path(),
+                .file_offset = *offset,
+                .cookie = uint64_t{ProbeId(std::string(probe.name))} << 8,
+                .pid = pid});
+      }
       return;
     }
   }

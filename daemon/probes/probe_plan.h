@@ -36,6 +36,9 @@ enum class ProbeProgram {
   // kExceptionCaughtProbe's: an entry that also records the bounds of the
   // stack it runs on.
   kExceptionCatch,
+  // kLongjmpProbe's: an entry that records the stack pointer the jump
+  // restores, and the bounds of the stack it is on.
+  kLongjmp,
 };
 
 // The name of the entry probe louped places on `__cxa_begin_catch` where
@@ -43,6 +46,8 @@ enum class ProbeProgram {
 // calls it unwound (their frames below the catch's) end
 // (session/uprobe_pairer.h). Bracketed, it names no user probe.
 inline constexpr std::string_view kExceptionCaughtProbe = "[exception caught]";
+// The same for a longjmp: the entry probe on glibc's longjmp functions.
+inline constexpr std::string_view kLongjmpProbe = "[longjmp]";
 
 struct ProbeAttachment {
   ProbeProgram program = ProbeProgram::kUsdt;

@@ -8,18 +8,32 @@
 
 namespace loupe::session {
 
-bool UprobePairer::IsCatch(const format::Record& record) {
+namespace {
+
+format::Unwound CaughtBy(const format::Record& record) {
   const auto* entry = std::get_if<format::UprobeEntry>(&record.payload);
-  return entry != nullptr && entry->probe == probes::kExceptionCaughtProbe;
+  if (entry == nullptr) return format::Unwound::kNo;
+  if (entry->probe == probes::kExceptionCaughtProbe) return format::Unwound::kByException;
+  if (entry->probe == probes::kLongjmpProbe) return format::Unwound::kByLongjmp;
+  return format::Unwound::kNo;
+}
+
+}  // namespace
+
+bool UprobePairer::IsCatch(const format::Record& record) {
+  return CaughtBy(record) != format::Unwound::kNo;
 }
 
 void UprobePairer::Observe(format::Record& record, uint64_t user_sp,
                            std::span<const int64_t> values) {
   unwound_.clear();
-  if (IsCatch(record)) {
+  if (const format::Unwound by = CaughtBy(record); by != format::Unwound::kNo) {
     const bool bounded = values.size() >= 2;
-    return Unwind(record, user_sp, bounded ? static_cast<uint64_t>(values[0]) : 0,
-                  bounded ? static_cast<uint64_t>(values[1]) : 0);
+    // A longjmp's stack pointer is the one it lands on, in the frame that
+    // called setjmp: a call from that frame has its return address below it.
+    const uint64_t sp = by == format::Unwound::kByLongjmp && user_sp != 0 ? user_sp - 8 : user_sp;
+    return Unwind(record, sp, bounded ? static_cast<uint64_t>(values[0]) : 0,
+                  bounded ? static_cast<uint64_t>(values[1]) : 0, by);
   }
   std::visit(Overloaded{
                  [&](const format::UprobeEntry& entry) { Enter(record, entry.probe, user_sp); },
@@ -93,7 +107,7 @@ void UprobePairer::Pair(const format::Record& record, format::UprobeReturn& ret,
 }
 
 void UprobePairer::Unwind(const format::Record& record, uint64_t sp, uint64_t stack_start,
-                          uint64_t stack_end) {
+                          uint64_t stack_end, format::Unwound by) {
   if (sp == 0) return;
   // __cxa_begin_catch is called from the catching frame: a call made from
   // that frame has the same stack pointer at its entry, deeper ones lower.
@@ -116,7 +130,7 @@ void UprobePairer::Unwind(const format::Record& record, uint64_t sp, uint64_t st
       if (!unwound(entry.sp)) return false;
       unwinding_.push_back({entry.sp, format::UprobeReturn{.probe = probe,
                                                            .duration_ns = record.time_ns - entry.time_ns,
-                                                           .unwound = true}});
+                                                           .unwound = by}});
       return true;
     });
     stack.erase(left, stack.end());

@@ -5,7 +5,8 @@
 // is then its own call's, not the innermost one still open; a new entry at
 // or above an open call's stack depth means that call is over. Where a C++
 // exception is caught (kExceptionCaughtProbe), the calls whose frames it
-// unwound end there, as returns marked `unwound`.
+// unwound end there, as returns marked `unwound`; so do the calls a longjmp
+// leaves (kLongjmpProbe), at the jump.
 #ifndef LOUPE_DAEMON_SESSION_UPROBE_PAIRER_H_
 #define LOUPE_DAEMON_SESSION_UPROBE_PAIRER_H_
 
@@ -34,10 +35,10 @@ class UprobePairer {
   // unknown) and its probe's values (a catch's: the bounds of the mapping
   // its stack is in); fills UprobeReturn::duration_ns.
   void Observe(format::Record& record, uint64_t user_sp, std::span<const int64_t> values = {});
-  // Whether `record` is the catch of an exception: louped's own event,
+  // Whether `record` is the catch of an exception or a longjmp: louped's own event,
   // which stands for the returns Observe put in unwound(), not written.
   static bool IsCatch(const format::Record& record);
-  // The calls the last catch observed unwound, innermost first, to be
+  // The calls the last catch or longjmp observed left, innermost first, to be
   // written at its time on its thread.
   const std::vector<format::UprobeReturn>& unwound() const { return unwound_; }
   size_t open_calls() const;
@@ -52,9 +53,11 @@ class UprobePairer {
   void Enter(const format::Record& record, std::string_view probe, uint64_t sp);
   // A return: its latency from its own entry.
   void Pair(const format::Record& record, format::UprobeReturn& ret, uint64_t sp);
-  // An exception caught by a frame whose calls' stack pointer is `sp`, on
-  // the stack mapped at [stack_start, stack_end) (0, 0: not known).
-  void Unwind(const format::Record& record, uint64_t sp, uint64_t stack_start, uint64_t stack_end);
+  // An exception caught (or a longjmp landing) in a frame whose calls'
+  // stack pointer is `sp`, on the stack mapped at [stack_start, stack_end)
+  // (0, 0: not known).
+  void Unwind(const format::Record& record, uint64_t sp, uint64_t stack_start, uint64_t stack_end,
+              format::Unwound by);
 
   absl::flat_hash_map<Key, std::vector<Entry>> entries_;
   absl::flat_hash_set<const char*> returning_;

@@ -7,10 +7,11 @@
 # - The returns are probed at the function's own return instructions, in
 #   C++ and in a C library that calls back into C++ alike: every call that
 #   returned is seen to, exactly, and each call an exception left ends
-#   where it was caught (__cxa_begin_catch), marked unwound.
+#   where it was caught (__cxa_begin_catch), marked unwound; so does each
+#   call a longjmp left, at the jump (glibc's siglongjmp, __longjmp_chk).
 # - Go: refused, with a note in the trace; an entry probe still works.
 set -euo pipefail
-tracectl=$1 throw_through=$2 source=$3
+tracectl=$1 throw_through=$2 source=$3 longjmp_through=$4 longjmp_through_chk=$5
 fail() { echo "FAIL: $*"; exit 1; }
 if [ "$(id -u)" != 0 ]; then
   [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
@@ -48,30 +49,47 @@ traced() {
   "$tracectl" verify "$work/$name" > "$work/$name.verify" || fail "verify: $(cat "$work/$name.verify")"
 }
 
-# 3000 calls, every third left by an exception, with a return probe on the
-# throwing function or on the C library's that runs it: 3000 entries,
-# exactly 2000 returns and 1000 calls unwound; none left open.
-for probe in "$throw_through:_Z14handle_requestl%return" "libcallback_lib:run_callback%return"; do
-  traced cpp "$throw_through" 3000 "$probe"
-  grep -q "done 2000 1000" "$work/cpp.out" || fail "the program under $probe: $(cat "$work/cpp.out")"
-  [ "$(count uprobe_entry "$work/cpp.verify")" = 3000 ] || fail "entries: $(cat "$work/cpp.verify")"
-  [ "$(count uprobe_return "$work/cpp.verify")" = 3000 ] || fail "returns: $(cat "$work/cpp.verify")"
-  "$tracectl" export --format json "$work/cpp" -o "$work/cpp.jsonl" > /dev/null
-  "$tracectl" report "$work/cpp" --json > "$work/cpp.report.json"
-  python3 - "$work/cpp.jsonl" "$work/cpp.report.json" << 'EOF'
+# unwound NAME BY COUNTED: of the 3000 calls in NAME's trace, every third
+# was left by BY ("exception", "longjmp"); the report counts them in its
+# field COUNTED. 3000 entries, exactly 2000 returns and 1000 calls left,
+# each timed; none left open.
+unwound() {
+  local name=$1
+  grep -q "done 2000 1000" "$work/$name.out" || fail "the program: $(cat "$work/$name.out")"
+  [ "$(count uprobe_entry "$work/$name.verify")" = 3000 ] || fail "entries: $(cat "$work/$name.verify")"
+  [ "$(count uprobe_return "$work/$name.verify")" = 3000 ] || fail "returns: $(cat "$work/$name.verify")"
+  "$tracectl" export --format json "$work/$name" -o "$work/$name.jsonl" > /dev/null
+  "$tracectl" report "$work/$name" --json > "$work/$name.report.json"
+  python3 - "$work/$name.jsonl" "$work/$name.report.json" "$2" "$3" << 'EOF'
 import json, sys
+by, counted = sys.argv[3], sys.argv[4]
 returns = [e for e in map(json.loads, open(sys.argv[1])) if e["kind"] == "uprobe_return"]
-unwound = sum(1 for e in returns if e.get("unwound"))
-if unwound != 1000:
-    sys.exit(f"FAIL: {unwound} of {len(returns)} returns unwound, not 1000")
+unwound = sum(1 for e in returns if e.get("unwound") == by)
+if unwound != 1000 or any(e.get("unwound") not in (None, by) for e in returns):
+    sys.exit(f"FAIL: {unwound} of {len(returns)} returns left by {by}, not 1000")
 if any(e.get("unwound") and e["duration_ns"] == 0 for e in returns):
-    sys.exit("FAIL: an unwound call without its duration")
+    sys.exit("FAIL: a call left without its duration")
 (kind,) = json.load(open(sys.argv[2]))["request_kinds"]
-if (kind["count"], kind["unwound"], kind["unpaired"]["begins"]) != (3000, 1000, 0):
-    sys.exit(f"FAIL: the report's calls: {kind['count']}, {kind['unwound']} unwound, "
+if (kind["count"], kind[counted], kind["unpaired"]["begins"]) != (3000, 1000, 0):
+    sys.exit(f"FAIL: the report's calls: {kind['count']}, {kind[counted]} {counted}, "
              f"{kind['unpaired']['begins']} begun without an end")
 EOF
+}
+
+# Every third call left by an exception, with a return probe on the
+# throwing function or on the C library's that runs it.
+for probe in "$throw_through:_Z14handle_requestl%return" "libcallback_lib:run_callback%return"; do
+  traced cpp "$throw_through" 3000 "$probe"
+  unwound cpp exception unwound
   rm -rf "$work"/cpp*
+done
+
+# Every third call left by a longjmp, through siglongjmp and, fortified,
+# __longjmp_chk.
+for program in "$longjmp_through" "$longjmp_through_chk"; do
+  traced c "$program" 3000 "$program:handle_request%return"
+  unwound c longjmp longjmped
+  rm -rf "$work"/c.* "$work/c"
 done
 
 # The unwinder itself: each throw runs through _Unwind_RaiseException. Its

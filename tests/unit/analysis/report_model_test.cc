@@ -775,9 +775,9 @@ TEST(ReportModelTest, CallsAnExceptionUnwoundEndAtItsCatch) {
   model.Add({.time_ns = 2'000, .tid = kHandler, .payload = format::UprobeEntry{.probe = "svc:handle"}});
   model.Add({.time_ns = 3'000, .tid = kHandler, .payload = format::UprobeEntry{.probe = "svc:step"}});
   model.Add({.time_ns = 6'000, .tid = kHandler,
-             .payload = format::UprobeReturn{.probe = "svc:step", .duration_ns = 3'000, .unwound = true}});
+             .payload = format::UprobeReturn{.probe = "svc:step", .duration_ns = 3'000, .unwound = format::Unwound::kByException}});
   model.Add({.time_ns = 6'000, .tid = kHandler,
-             .payload = format::UprobeReturn{.probe = "svc:handle", .duration_ns = 4'000, .unwound = true}});
+             .payload = format::UprobeReturn{.probe = "svc:handle", .duration_ns = 4'000, .unwound = format::Unwound::kByException}});
   model.Add({.time_ns = 10'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
   model.Finish();
   for (const char* name : {"svc:handle", "svc:step"}) {
@@ -796,7 +796,7 @@ TEST(ReportModelTest, CallsAnExceptionUnwoundEndAtItsCatch) {
   EXPECT_EQ(handler->inside.on_cpu_ns, 4'000u) << "from the call to the catch";
   EXPECT_EQ(handler->outside.on_cpu_ns, 5'000u) << "before the call, and after the catch";
   ASSERT_FALSE(model.slowest().empty());
-  EXPECT_TRUE(model.slowest().front().unwound);
+  EXPECT_EQ(model.slowest().front().unwound, format::Unwound::kByException);
   const std::string text = ReportText(model, {.events = 8});
   EXPECT_NE(text.find("1 of them left by an exception, not a return"), std::string::npos) << text;
   EXPECT_NE(text.find("left by an exception (to its catch)"), std::string::npos) << text;

@@ -292,17 +292,17 @@ TEST(UprobePairerTest, ACatchEndsTheCallsTheExceptionUnwound) {
   ASSERT_EQ(unwound.size(), 2u);
   EXPECT_EQ(unwound[0].probe, step);
   EXPECT_EQ(unwound[0].duration_ns, 30u);
-  EXPECT_TRUE(unwound[0].unwound);
+  EXPECT_EQ(unwound[0].unwound, format::Unwound::kByException);
   EXPECT_EQ(unwound[1].probe, handle);
   EXPECT_EQ(unwound[1].duration_ns, 40u);
-  EXPECT_TRUE(unwound[1].unwound);
+  EXPECT_EQ(unwound[1].unwound, format::Unwound::kByException);
   EXPECT_EQ(pairer.open_calls(), 2u);  // serve, and thread 2's step
 
   format::Record ret = At(1, format::UprobeReturn{.probe = serve}, 300);
   pairer.Observe(ret, 0x8000);
   EXPECT_TRUE(pairer.unwound().empty());
   EXPECT_EQ(std::get<format::UprobeReturn>(ret.payload).duration_ns, 200u);
-  EXPECT_FALSE(std::get<format::UprobeReturn>(ret.payload).unwound);
+  EXPECT_EQ(std::get<format::UprobeReturn>(ret.payload).unwound, format::Unwound::kNo);
   EXPECT_EQ(pairer.open_calls(), 1u);
 }
 
@@ -335,6 +335,39 @@ TEST(UprobePairerTest, CallsOnAnotherStackAreNotThisExceptionsNorThisCallsInner)
   pairer.Observe(ret_a, kThreadStack - 0x100);
   EXPECT_EQ(std::get<format::UprobeReturn>(ret_a.payload).duration_ns, 50u);
   EXPECT_EQ(pairer.open_calls(), 0u);
+}
+
+// A longjmp lands in the frame that called setjmp, at the stack pointer
+// that frame had: the calls made from it and below end at the jump; the
+// call around it goes on, and so does a call open on another stack.
+TEST(UprobePairerTest, ALongjmpEndsTheCallsBelowWhereItLands) {
+  UprobePairer pairer;
+  const std::string_view serve = kProbeNames[0], handle = kProbeNames[1], step = kProbeNames[2];
+  constexpr uint64_t kStack = 0x7ffc'0001'0000, kFiberStack = 0x5555'0000'0000;
+  constexpr uint64_t kLanding = kStack + 0xe000;  // the setjmp caller's stack pointer
+  struct Step {
+    format::Record record;
+    uint64_t sp;
+  } steps[] = {
+      {At(1, format::UprobeEntry{.probe = serve}, 100), kStack + 0xf008},  // calls setjmp
+      {At(1, format::UprobeEntry{.probe = handle}, 110), kLanding - 8},    // from that frame
+      {At(1, format::UprobeEntry{.probe = step}, 120), kLanding - 0x100},
+      {At(1, format::UprobeEntry{.probe = step}, 125), kFiberStack + 0x100},  // another stack
+  };
+  for (Step& each : steps) pairer.Observe(each.record, each.sp);
+  format::Record jump = At(1, format::UprobeEntry{.probe = probes::kLongjmpProbe}, 150);
+  const int64_t bounds[] = {static_cast<int64_t>(kStack), static_cast<int64_t>(kStack + 0x10000)};
+  pairer.Observe(jump, kLanding, bounds);
+  EXPECT_TRUE(UprobePairer::IsCatch(jump));
+  const std::vector<format::UprobeReturn>& left = pairer.unwound();
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].probe, step);
+  EXPECT_EQ(left[0].duration_ns, 30u);
+  EXPECT_EQ(left[0].unwound, format::Unwound::kByLongjmp);
+  EXPECT_EQ(left[1].probe, handle);
+  EXPECT_EQ(left[1].duration_ns, 40u);
+  EXPECT_EQ(left[1].unwound, format::Unwound::kByLongjmp);
+  EXPECT_EQ(pairer.open_calls(), 2u);  // serve, and the step on the other stack
 }
 
 // An entry-only probe's calls never end: a catch above one does not make

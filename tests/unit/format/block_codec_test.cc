@@ -69,7 +69,7 @@ TEST(BlockCodecTest, AnUnwoundCallRoundTrips) {
   for (Record& record : records) {
     if (auto* ret = std::get_if<UprobeReturn>(&record.payload)) {
       ret->retval = 0;
-      ret->unwound = true;
+      ret->unwound = format::Unwound::kByException;
     }
   }
   const std::vector<std::string> json = Json(records);
