@@ -74,7 +74,21 @@ const Patterns kConditionFunctions = {"pthread_cond_", "sem_wait", "sem_timedwai
                                       "__future_base", "__atomic_futex_unsigned",
                                       "__platform_wait", "__atomic_wait", "__atomic_semaphore"};
 
+// Locks a language runtime builds on a condition variable: while one of
+// these is on the stack the thread is taking that lock, whatever waits
+// innermost. Java's monitors (synchronized) and HotSpot's own mutexes;
+// CPython's interpreter lock, taken back in PyEval_RestoreThread (its
+// take_gil is static, unnamed in a stripped build). Not Object.wait()
+// (ObjectMonitor::wait), a condition, nor anything on the stack throughout
+// a locked section (Ruby's rb_mutex_synchronize).
+const Patterns kRuntimeLockFunctions = {"ObjectMonitor::enter", "ObjectMonitor::EnterI",
+                                        "ObjectMonitor::ReenterI", "Mutex::lock_contended",
+                                        "take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread"};
+
 WaitClass FutexKind(std::span<const NamedFrame> user) {
+  for (const NamedFrame& frame : user) {
+    if (Contains(frame.function, kRuntimeLockFunctions)) return WaitClass::kLock;
+  }
   for (const NamedFrame& frame : user) {
     if (Contains(frame.function, kLockFunctions)) return WaitClass::kLock;
     if (Contains(frame.function, kConditionFunctions)) return WaitClass::kCondition;

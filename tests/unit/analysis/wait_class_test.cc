@@ -53,6 +53,28 @@ TEST(WaitClassTest, FutexesAreLocksOrConditionsByTheirUserStack) {
   EXPECT_EQ(Classify(futex, {}), WaitClass::kFutex);  // no user stack: cannot tell
 }
 
+// A runtime's lock waits on a condition variable inside: its own frame
+// says lock. Its condition (Object.wait) stays a condition.
+TEST(WaitClassTest, LocksRuntimesBuildOnConditionVariablesAreLocks) {
+  const auto futex = {"schedule", "futex_wait_queue", "futex_wait", "do_futex"};
+  const auto parked = {"__futex_abstimed_wait_common", "___pthread_cond_wait",
+                       "os::PlatformEvent::park()"};
+  auto above = [&](std::initializer_list<const char*> callers) {
+    std::vector<NamedFrame> frames = Frames(parked, false);
+    for (const char* caller : callers) frames.push_back({caller, "", 0, false});
+    return ClassifyWait(1, Frames(futex, true), frames).wait;
+  };
+  EXPECT_EQ(above({"ObjectMonitor::EnterI(JavaThread*)", "ObjectMonitor::enter(JavaThread*)",
+                   "ObjectSynchronizer::enter(Handle, BasicLock*, JavaThread*)", "Interpreter"}),
+            WaitClass::kLock);
+  EXPECT_EQ(above({"ObjectMonitor::wait(long, bool, JavaThread*)",
+                   "ObjectSynchronizer::wait(Handle, long, JavaThread*)", "JVM_MonitorWait"}),
+            WaitClass::kCondition);
+  EXPECT_EQ(Classify(futex, {"__futex_abstimed_wait_common", "___pthread_cond_timedwait64",
+                             "python3.11+0xf94ee", "PyEval_RestoreThread", "time_sleep"}),
+            WaitClass::kLock);
+}
+
 TEST(WaitClassTest, TheKernelsLocksAndFileLocksAreLocks) {
   EXPECT_EQ(Classify({"schedule", "schedule_preempt_disabled", "rwsem_down_write_slowpath",
                       "down_write", "ext4_buffered_write_iter", "vfs_write"},
