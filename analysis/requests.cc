@@ -31,9 +31,15 @@ std::string_view AfterColon(std::string_view name) {
 
 // "query__start" and "query__done" -> "query".
 std::string CommonStem(std::string_view a, std::string_view b) {
+  const auto separator = [](char c) { return c == '_' || c == '-' || c == '.'; };
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  while (n > 0 && (a[n - 1] == '_' || a[n - 1] == '-' || a[n - 1] == '.')) --n;
+  // Whole words only: request__startup and request__shutdown share
+  // "request", not "request__s".
+  if (n < a.size() && n < b.size()) {
+    while (n > 0 && !separator(a[n - 1])) --n;
+  }
+  while (n > 0 && separator(a[n - 1])) --n;
   return std::string(n > 0 ? a.substr(0, n) : a);
 }
 

@@ -378,9 +378,12 @@ class Planner {
       return warn(fmt::format("not placed: {}; choose another instruction with +OFFSET",
                               MessageOf(probeable)));
     }
-    if (!EmulatedEntry(file->BytesAt(entry, 5))) {
-      plan_.slow_entries.push_back(fmt::format("{}:{}", object, request.symbol));
-    }
+    // Said only of an entry that is placed.
+    const bool slow_entry = !EmulatedEntry(file->BytesAt(entry, 5));
+    auto attach_entry = [&](const ProbeAttachment& attachment) {
+      Attach(attachment);
+      if (slow_entry) plan_.slow_entries.push_back(fmt::format("{}:{}", object, request.symbol));
+    };
     const std::string name =
         request.offset == 0
             ? fmt::format("{}:{}", request.target, request.symbol)
@@ -393,7 +396,7 @@ class Planner {
                                          (go ? LOUPE_UPROBE_GO_ABI : 0u),
                                .pid = pid};
     if (!request.with_return) {
-      Attach(attachment);
+      attach_entry(attachment);
       return;
     }
     // The kernel's return probe would kill the program the first time an
@@ -430,7 +433,7 @@ class Planner {
                                 MessageOf(sites.status()), request.symbol, *unwinder));
       }
     }
-    Attach(attachment);
+    attach_entry(attachment);
     attachment.cookie = id << 8;
     if (!sites.ok()) {
       // No exception tables: no exception is expected through it, and the

@@ -501,6 +501,24 @@ TEST(ProbeErrorsTest, BadProbesAreNamedAndTheRestOfTheSessionRuns) {
   EXPECT_GT(trace.kinds.at("sched_switch"), 0u);
 }
 
+// A function whose returns cannot be probed is not placed at all: its
+// entry is not, and nothing is said of how slowly the kernel would run it.
+TEST(ProbeErrorsTest, AFunctionNotPlacedGetsNoWordOnItsEntrysCost) {
+  ChildProcess program({TestProgram("uprobe_target"), "1"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  probes::ProbeRequests requests;
+  ASSERT_TRUE(probes::ParseProbeRequests({}, {"uprobe_target:tail_only%return"}, &requests).ok());
+  const probes::ProbePlan plan =
+      probes::PlanProbes({static_cast<uint32_t>(program.pid())}, requests, false, false);
+  EXPECT_TRUE(plan.attachments.empty());
+  ASSERT_EQ(plan.warnings.size(), 1u) << ::testing::PrintToString(plan.warnings);
+  EXPECT_NE(plan.warnings[0].find("not placed: tail_only has no return instruction of its own"),
+            std::string::npos)
+      << plan.warnings[0];
+  EXPECT_TRUE(plan.slow_entries.empty()) << ::testing::PrintToString(plan.slow_entries);
+  program.WriteLine("go");
+}
+
 TEST(ProbeErrorsTest, MalformedNotesAreReportedAndOtherFilesStillProbed) {
   LOUPE_REQUIRE_PRIVILEGES();
   testing::TempDir bin;

@@ -9,6 +9,16 @@
 
 static volatile long sink;
 
+/* A function that leaves only by a tail call, as Ruby's rb_mutex_lock
+ * does (mov, then jmp): its first instruction is not one the kernel
+ * emulates. Never called. */
+__asm__(".globl tail_only\n"
+	".type tail_only, @function\n"
+	"tail_only:\n"
+	"	mov $1, %esi\n"
+	"	jmp work_global\n"
+	".size tail_only, .-tail_only\n");
+
 __attribute__((noinline)) long work_global(long x)
 {
 	sink += x;

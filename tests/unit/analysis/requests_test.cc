@@ -13,6 +13,9 @@ TEST(UsdtPairTest, ParsesNamesAndFillsTheEndsProvider) {
   EXPECT_EQ(pair->name, "postgresql:query");
   EXPECT_EQ(pair->begin_probe, "postgresql:query__start");
   EXPECT_EQ(pair->end_probe, "postgresql:query__done");
+  pair = ParseUsdtPair("php:request__startup..request__shutdown");  // whole words
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  EXPECT_EQ(pair->name, "php:request");
   pair = ParseUsdtPair("txn=app:begin..other:commit");
   ASSERT_TRUE(pair.ok()) << pair.status();
   EXPECT_EQ(pair->name, "txn");
