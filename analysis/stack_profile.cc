@@ -156,6 +156,12 @@ std::vector<NamedFrame> StackProfile::Frames(uint32_t pid, uint64_t address, boo
   }
   if (const v1::SymbolTable::Mapping* mapping = kernel ? nullptr : MappingOf(pid, address)) {
     const std::string& path = mapping->path();
+    if (path.empty()) {
+      // JIT-compiled code without a perf map, or other code in anonymous
+      // memory: no file to count from, and two such mappings' offsets
+      // would merge. Its address is its name.
+      return {{fmt::format("[JIT/anonymous code] {:#x}", address), "", 0, false, false}};
+    }
     return {{fmt::format("{}+{:#x}", path.substr(path.rfind('/') + 1),
                          address - mapping->start() + mapping->file_offset()),
              "", 0, false, IsSystemPath(path)}};

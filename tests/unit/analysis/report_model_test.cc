@@ -47,6 +47,33 @@ v1::SymbolTable Symbols() {
   return table;
 }
 
+// Code in anonymous memory with no perf map to name it (a JIT's) is named
+// by its address, and says so: two such mappings' offsets do not merge.
+TEST(StackProfileTest, AnonymousCodeIsNamedByItsAddress) {
+  v1::SymbolTable table;
+  for (uint64_t start : {0x7f0000100000ull, 0x7f0000200000ull}) {
+    auto* heap = table.add_mappings();
+    heap->set_pid(kPid);
+    heap->set_start(start);
+    heap->set_end(start + 0x10000);
+  }
+  for (uint32_t mapping : {1u, 2u}) {
+    auto* entry = table.add_addresses();
+    entry->set_pid(kPid);
+    entry->set_address(0x7f0000000000ull + mapping * 0x100000 + 0xc4df);
+    entry->set_mapping(mapping);
+  }
+  StackProfile stacks;
+  stacks.AddSymbols(table);
+  const std::vector<NamedFrame> first = stacks.Frames(kPid, 0x7f000010c4df, false);
+  const std::vector<NamedFrame> second = stacks.Frames(kPid, 0x7f000020c4df, false);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(first[0].function, "[JIT/anonymous code] 0x7f000010c4df");
+  EXPECT_NE(first[0].function, second[0].function);
+  EXPECT_FALSE(first[0].system);
+}
+
 void Preamble(ReportModel& model, uint64_t t) {
   model.Add({.time_ns = t, .tid = kPid, .payload = format::ProcessInfo{.name = "lock_service"}});
   model.Add({.time_ns = t, .tid = kHandler, .payload = format::ThreadInfo{.pid = kPid, .name = "worker-0"}});
