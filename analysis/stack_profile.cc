@@ -41,10 +41,14 @@ bool IsSystemPath(std::string_view path) {
 bool InUprobeHandling(std::span<const NamedFrame> frames) {
   // The breakpoint's trap and what it runs, not every function named for
   // uprobes: uprobe_mmap and uprobe_start_dup_mmap run in any mmap or fork.
+  // The debug trap that follows the kernel's single step of a probed
+  // instruction (exc_debug_user) is a debugger's too, where one steps a
+  // traced program.
   static constexpr std::string_view kHandling[] = {
       "handle_swbp", "uprobe_notify_resume", "uprobe_dispatcher", "uretprobe_dispatcher",
       "uprobe_prog_run", "arch_uprobe_", "hprobe_", "handle_trampoline", "uprobe_handle_trampoline",
-      "handle_syscall_uprobe", "find_active_uprobe", "uprobe_multi_link_handler"};
+      "handle_syscall_uprobe", "find_active_uprobe", "uprobe_multi_link_handler",
+      "sstep_notifier", "exc_debug_user", "do_int3_user"};
   for (const NamedFrame& frame : frames) {
     if (!frame.kernel) continue;
     for (std::string_view handling : kHandling) {

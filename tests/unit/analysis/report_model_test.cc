@@ -463,6 +463,12 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
     model.Add({.time_ns = t, .tid = kHandler, .cpu = 0,
                .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = tracer_kernel}});
   }
+  // The trap after the kernel single-stepped a probed instruction, on its
+  // way back to user mode.
+  constexpr uint64_t kTrapExit = 0xffffffff81000500, kDebugTrap = 0xffffffff81000600;
+  const uint64_t step_kernel[] = {kTrapExit, kDebugTrap};
+  model.Add({.time_ns = 6'000, .tid = kHandler, .cpu = 0,
+             .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = step_kernel}});
   // An mmap passes uprobe_mmap whether or not a probe is placed: not the tracer's.
   constexpr uint64_t kMmap = 0xffffffff81000400;
   const uint64_t mmap_kernel[] = {kMmap};
@@ -475,7 +481,9 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
   for (const auto& [address, name] : {std::pair{kReserve, "__bpf_ringbuf_reserve"},
                                       std::pair{kDispatch, "uprobe_dispatcher"},
                                       std::pair{kSwbp, "handle_swbp"},
-                                      std::pair{kMmap, "uprobe_mmap"}}) {
+                                      std::pair{kMmap, "uprobe_mmap"},
+                                      std::pair{kTrapExit, "irqentry_exit_to_user_mode"},
+                                      std::pair{kDebugTrap, "exc_debug_user"}}) {
     auto* entry = symbols.add_addresses();
     entry->set_address(address);
     entry->add_frames()->set_function(name);
@@ -486,7 +494,7 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
   ASSERT_NE(request, nullptr);
   ASSERT_FALSE(request->slow.functions.empty());
   EXPECT_EQ(request->slow.functions[0].first, kUprobeHandling);
-  EXPECT_EQ(request->slow.functions[0].second, 3u);
+  EXPECT_EQ(request->slow.functions[0].second, 4u);
   for (const auto& [function, samples] : request->slow.functions) {
     EXPECT_NE(function, "__bpf_ringbuf_reserve");
   }
@@ -495,7 +503,7 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
   const auto top = model.TopFunctions(5);
   ASSERT_FALSE(top.empty());
   EXPECT_EQ(top[0].name, kUprobeHandling);
-  EXPECT_EQ(top[0].self, 3u);
+  EXPECT_EQ(top[0].self, 4u);
 }
 
 // A user stack whose walk stopped early (a new child's unwind tables not
