@@ -19,6 +19,9 @@ void Anatomy::AddInterval(const StateInterval& interval, uint64_t ns) {
                                         interval.wake.doing_off_cpu),
                           ns);
         }
+        if (interval.wake.doing_woken_by != 0) {
+          waker_woken_by.Add(uint64_t{interval.wake.tid} << 32 | interval.wake.doing_woken_by, ns);
+        }
       }
       break;
     case ThreadState::kRunnable:
@@ -71,6 +74,7 @@ void Anatomy::Merge(const Anatomy& other, bool with_evidence) {
   holder_doing.Merge(other.holder_doing);
   wakers_by_wait.Merge(other.wakers_by_wait);
   waker_doing.Merge(other.waker_doing);
+  waker_woken_by.Merge(other.waker_woken_by);
   samples.Merge(other.samples);
 }
 

@@ -119,6 +119,9 @@ struct Anatomy {
   // (EvidenceKey, WakerKey) -> ns: who ended which wait.
   Counts<std::pair<uint64_t, uint64_t>> wakers_by_wait;
   Counts<uint64_t> waker_doing;  // WakerDoingKey -> ns
+  // A waker that was off CPU itself, and who ended that wait: (waker tid
+  // << 32 | its waker's tid) -> ns.
+  Counts<uint64_t> waker_woken_by;
   uint64_t user_samples = 0, kernel_samples = 0;
   Counts<uint32_t> samples;  // stack id -> samples
 

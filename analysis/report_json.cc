@@ -56,6 +56,8 @@ Json Wakers(const Breakdown& b) {
     row["ns"] = waker.ns;
     row["doing"] = waker.doing;
     row["doing_off_cpu"] = waker.doing_off_cpu;
+    // Off CPU itself: who ended that wait.
+    row["doing_woken_by"] = waker.doing_woken_by ? Thread(*waker.doing_woken_by) : Json();
     out.push_back(row);
   }
   return out;

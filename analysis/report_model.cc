@@ -528,6 +528,7 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
              .unknown = a.taker_unknown,
              .function = TopApplicationFunction(a.taker_samples)};
   const auto doing = doing_of(a.waker_doing);
+  const auto woken_by = doing_of(a.waker_woken_by);
   const auto name_waker = [&](uint64_t key, uint64_t ns) {
     const uint32_t tid = static_cast<uint32_t>(key >> 8);
     const auto context = static_cast<format::WakerContext>(key & 0xff);
@@ -541,6 +542,9 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
     } else if (auto it = doing.find(tid); it != doing.end()) {
       waker.doing = stacks_.InnermostApplicationFunction(it->second.first & 0x7fffffffu);
       waker.doing_off_cpu = (it->second.first >> 31 & 1) != 0;
+      if (auto chain = woken_by.find(tid); waker.doing_off_cpu && chain != woken_by.end()) {
+        waker.doing_woken_by = NameOf(static_cast<uint32_t>(chain->second.first));
+      }
     }
     return waker;
   };
@@ -598,6 +602,10 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
     if (waker->context == "interrupt") return std::string(", woken by an interrupt");
     if (waker->context != "task") return fmt::format(", woken by an interrupt ({})", waker->context);
     if (waker->doing.empty()) return fmt::format(", {} {}", verb, waker->who.thread);
+    if (waker->doing_off_cpu && waker->doing_woken_by) {
+      return fmt::format(", {} {}, itself off CPU in {} meanwhile until {} woke it", verb,
+                         waker->who.thread, waker->doing, waker->doing_woken_by->thread);
+    }
     if (waker->doing_off_cpu) {
       return fmt::format(", {} {}, itself off CPU in {} meanwhile", verb, waker->who.thread,
                          waker->doing);

@@ -81,6 +81,9 @@ struct Breakdown {
     uint64_t ns = 0;
     std::string doing;
     bool doing_off_cpu = false;  // `doing` is where it waited itself, not sampled work
+    // Off CPU itself: who ended that wait (the holder a queue of waiters
+    // waited for, when the waker was the waiter before).
+    std::optional<ThreadName> doing_woken_by;
   };
   std::vector<Waker> wakers;
   // Who ended most of the dominant kind of wait (the sentence's): the

@@ -83,9 +83,11 @@ void Evidence(std::string& out, const Breakdown& b, const std::string& indent) {
   }
   for (size_t i = 0; i < b.wakers.size() && i < 2; ++i) {
     const auto& w = b.wakers[i];
+    const std::string until =
+        w.doing_woken_by ? fmt::format(" until {} woke it", Who(*w.doing_woken_by)) : "";
     out += fmt::format("{}woken by {} — ended {} of waiting{}\n", indent, Who(w.who), Ms(w.ns),
                        w.doing.empty()     ? ""
-                       : w.doing_off_cpu ? ", while itself off CPU in " + w.doing
+                       : w.doing_off_cpu ? ", while itself off CPU in " + w.doing + until
                                          : ", while in " + w.doing);
   }
   for (size_t i = 0; i < b.handoffs.size() && i < 2; ++i) {

@@ -53,6 +53,9 @@ void ThreadLedger::AddInterval(const StateInterval& interval, uint64_t ns, uint6
                                ? 0
                                : WakerDoingKey(interval.wake.tid, interval.wake.doing_stack,
                                                interval.wake.doing_off_cpu),
+                           interval.wake.doing_woken_by == 0
+                               ? 0
+                               : uint64_t{interval.wake.tid} << 32 | interval.wake.doing_woken_by,
                            interval.wake.seen};
         AddWait(wait);
       }
@@ -99,6 +102,7 @@ void ThreadLedger::AddWait(const Blocked& wait) {
     for (size_t i = timeout_run_from_; i < blocked_.size(); ++i) {
       blocked_[i].waker = wait.waker;
       blocked_[i].doing = wait.doing;
+      blocked_[i].woken_by = wait.woken_by;
       blocked_[i].woken = wait.woken;
     }
   }
@@ -140,6 +144,7 @@ void ThreadLedger::AddSince(const Mark& mark, Anatomy* into, bool with_evidence)
     if (!b.woken) continue;
     into->wakers_by_wait.Add({b.evidence, b.waker}, b.ns);
     if (b.doing != 0) into->waker_doing.Add(b.doing, b.ns);
+    if (b.woken_by != 0) into->waker_woken_by.Add(b.woken_by, b.ns);
   }
   if (cuts_ != mark.evidence_cut) return;
   ++into->evidence_count;

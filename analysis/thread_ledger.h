@@ -87,7 +87,8 @@ class ThreadLedger {
   struct Blocked {
     uint64_t evidence, waker;
     uint64_t ns;
-    uint64_t doing;  // WakerDoingKey, 0 unknown
+    uint64_t doing;     // WakerDoingKey, 0 unknown
+    uint64_t woken_by;  // Anatomy::waker_woken_by's key, 0 unknown
     bool woken;
   };
   struct Evidence {  // 16 bytes: a log holds up to kMaxEvidence

@@ -462,6 +462,9 @@ void ThreadTimeline::OnWakeup(const format::Record& record, const format::SchedW
   if (wake.context == format::WakerContext::kTask) {
     if (const History waker = HistoryOf(record.tid); waker.samples != nullptr) {
       Doing(*waker.samples, *waker.waits, woken->blocked_since, t, &wake);
+      // Its own wait ended by the thread it now wakes (a reply to a
+      // request): no step further, the chain would go round.
+      if (wake.doing_woken_by == wakeup.woken_tid) wake.doing_woken_by = 0;
     }
   }
   woken->wake = wake;
@@ -527,8 +530,10 @@ void ThreadTimeline::Flush(uint32_t tid) {
   if (track.pending_blocked.state == ThreadState::kBlocked) {
     const StateInterval& blocked = track.pending_blocked;
     if (blocked.stack != 0) {
+      const bool by_task = blocked.wake.seen && blocked.wake.context == format::WakerContext::kTask;
       track.recent_waits[track.next_wait++ % kRecent] = {blocked.begin_ns, blocked.end_ns,
-                                                          blocked.stack};
+                                                          blocked.stack,
+                                                          by_task ? blocked.wake.tid : 0};
     }
     sink_(blocked);
   }
@@ -550,19 +555,23 @@ void ThreadTimeline::Doing(const RecentLog& samples, const RecentLog& waits, uin
                            uint64_t end, Wake* wake) const {
   // The waker's own waits within the woken thread's, and the longest one.
   uint64_t off_cpu_ns = 0, best_overlap = 0;
-  uint32_t best_wait = 0;
+  uint32_t best_wait = 0, best_woken_by = 0;
   for (const Recent& wait : waits) {
     if (wait.stack == 0) continue;
     const uint64_t lo = std::max(wait.begin_ns, begin), hi = std::min(wait.end_ns, end);
     if (hi <= lo) continue;
     off_cpu_ns += hi - lo;
-    if (hi - lo > best_overlap) best_wait = wait.stack, best_overlap = hi - lo;
+    if (hi - lo > best_overlap) {
+      best_wait = wait.stack, best_overlap = hi - lo, best_woken_by = wait.woken_by;
+    }
   }
   // Off CPU for most of that time: its own wait says more than a sample
-  // from the rest (it ran 3 ms, then slept 25 ms before it signalled).
+  // from the rest (it ran 3 ms, then slept 25 ms before it signalled), and
+  // whoever ended that wait, a step further along the chain.
   if (best_wait != 0 && 2 * off_cpu_ns > end - begin) {
     wake->doing_stack = best_wait;
     wake->doing_off_cpu = true;
+    wake->doing_woken_by = best_woken_by;
     return;
   }
   if (const uint32_t sampled = MostSampled(samples, begin, end, kDoingSlackNs); sampled != 0) {

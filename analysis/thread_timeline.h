@@ -45,6 +45,9 @@ struct Wake {
   // its samples or of its own wait (StackProfile ids), 0 unknown.
   uint32_t doing_stack = 0;
   bool doing_off_cpu = false;  // the stack is its own wait: it was off CPU too
+  // Off CPU too: the task that ended the waker's own wait, 0 unknown. In a
+  // queue for a lock, the waker is the waiter before, woken by the holder.
+  uint32_t doing_woken_by = 0;
 };
 
 struct StateInterval {
@@ -121,6 +124,7 @@ class ThreadTimeline {
   struct Recent {  // what a thread did lately, to say what a waker was doing
     uint64_t begin_ns = 0, end_ns = 0;
     uint32_t stack = 0;
+    uint32_t woken_by = 0;  // a wait's: the task that ended it, 0 none or an interrupt
   };
   using RecentLog = std::array<Recent, kRecent>;
   // An exited thread's recent history, for the wakeups it makes on its way out.

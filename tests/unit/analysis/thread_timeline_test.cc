@@ -29,6 +29,7 @@ struct Seen {
   bool throttled = false;
   uint32_t doing = 0;  // what the waker was doing: a stack
   bool doing_off_cpu = false;
+  uint32_t doing_woken_by = 0;
 };
 
 class TimelineTest : public ::testing::Test {
@@ -70,7 +71,8 @@ class TimelineTest : public ::testing::Test {
                                               interval.wake.seen, interval.stack,
                                               {interval.holders.begin(), interval.holders.end()},
                                               interval.throttled, interval.wake.doing_stack,
-                                              interval.wake.doing_off_cpu});
+                                              interval.wake.doing_off_cpu,
+                                              interval.wake.doing_woken_by});
                              tids_.push_back(interval.tid);
                            }};
 };
@@ -619,6 +621,36 @@ TEST_F(TimelineTest, AWakerThatExitedSaysWhatItDidAndOwnWaitsOutweighASample) {
   EXPECT_EQ(a[1].wake_tid, kB);
   EXPECT_EQ(a[1].doing, 9u);  // its sleep, not the sample at 1.5 µs
   EXPECT_TRUE(a[1].doing_off_cpu);
+}
+
+// A queue for a lock: a and b wait while c holds it; c lets a go, and a
+// hands it to b. b's waker is a, itself waiting until c woke it.
+TEST_F(TimelineTest, AWakerThatWaitedItselfSaysWhoEndedItsWait) {
+  constexpr uint32_t kC = 103;
+  Feed({.tid = kC, .payload = format::ThreadInfo{.pid = kPid, .name = "c"}});
+  Switch(1'000, 0, 0, kA, 0);
+  Switch(1'000, 1, 0, kB, 0);
+  Switch(2'000, 0, kA, kC, 1);  // a waits; c runs, holding the lock
+  Switch(3'000, 1, kB, 0, 1);   // b waits
+  Wake(40'000, kC, kA, 0);
+  Switch(40'500, 0, kC, kA, 1);
+  Feed({.time_ns = 40'500, .tid = kA, .cpu = 0,
+        .payload = format::OffCpu{.duration_ns = 38'500, .runq_ns = 500, .prev_state = 1}}, 9);
+  Wake(41'000, kA, kB, 1);
+  Switch(41'500, 1, 0, kB, 0);
+  Feed({.time_ns = 41'500, .tid = kB, .cpu = 1, .payload = format::OffCpu{.prev_state = 1}}, 7);
+  const std::vector<Seen> b = Of(kB);
+  ASSERT_GE(b.size(), 2u);
+  EXPECT_EQ(b[1].state, ThreadState::kBlocked);
+  EXPECT_EQ(b[1].wake_tid, kA);
+  EXPECT_EQ(b[1].doing, 9u);
+  EXPECT_TRUE(b[1].doing_off_cpu);
+  EXPECT_EQ(b[1].doing_woken_by, kC);
+  // a's own waker was running, not waiting: no step further.
+  const std::vector<Seen> a = Of(kA);
+  ASSERT_GE(a.size(), 2u);
+  EXPECT_EQ(a[1].wake_tid, kC);
+  EXPECT_EQ(a[1].doing_woken_by, 0u);
 }
 
 // A child that execs is named after its new program, as the kernel names it.
