@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "daemon/base/status_util.h"
+#include "daemon/symbols/unwind_table.h"
 
 namespace loupe::probes {
 namespace {
@@ -146,6 +147,53 @@ absl::StatusOr<uint64_t> ElfFile::FileOffset(uint64_t address) const {
   }
   return absl::InvalidArgumentError(
       fmt::format("{}: address {:#x} is in no loaded segment", path_, address));
+}
+
+absl::StatusOr<ElfFunction> ElfFile::FunctionAt(uint64_t file_offset) const {
+  std::optional<uint64_t> address;
+  size_t count = 0;
+  if (elf_getphdrnum(elf_.get(), &count) != 0) {
+    return absl::InvalidArgumentError(fmt::format("{}: no program headers", path_));
+  }
+  for (size_t i = 0; i < count && !address; ++i) {
+    GElf_Phdr segment;
+    if (gelf_getphdr(elf_.get(), static_cast<int>(i), &segment) == nullptr) continue;
+    if (segment.p_type == PT_LOAD && (segment.p_flags & PF_X) != 0 &&
+        file_offset >= segment.p_offset && file_offset < segment.p_offset + segment.p_filesz) {
+      address = file_offset - segment.p_offset + segment.p_vaddr;
+    }
+  }
+  if (!address) {
+    return absl::InvalidArgumentError(
+        fmt::format("file offset {:#x} is in none of {}'s code", file_offset, path_));
+  }
+  for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
+    GElf_Shdr header;
+    Elf_Scn* section = FindSectionOfType(elf_.get(), type, &header);
+    if (section == nullptr || header.sh_entsize == 0) continue;
+    Elf_Data* data = elf_getdata(section, nullptr);
+    if (data == nullptr) continue;
+    for (size_t i = 0; i < header.sh_size / header.sh_entsize; ++i) {
+      GElf_Sym symbol;
+      if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) break;
+      if (GELF_ST_TYPE(symbol.st_info) != STT_FUNC || symbol.st_shndx == SHN_UNDEF ||
+          *address < symbol.st_value || *address >= symbol.st_value + symbol.st_size) {
+        continue;
+      }
+      const char* name = elf_strptr(elf_.get(), header.sh_link, symbol.st_name);
+      return ElfFunction{name != nullptr ? name : "",
+                         {symbol.st_value, symbol.st_size, GELF_ST_BIND(symbol.st_info) != STB_LOCAL}};
+    }
+  }
+  // Each function's FDE covers exactly its code (a .cold part has its own).
+  absl::StatusOr<symbols::CodeExtent> extent = symbols::FdeExtentAt(fd_.get(), *address);
+  if (!extent.ok()) {
+    return absl::NotFoundError(fmt::format(
+        "no function symbol in {} holds file offset {:#x}, and its unwind information does not "
+        "tell the function either ({})",
+        path_, file_offset, MessageOf(extent.status())));
+  }
+  return ElfFunction{"", {extent->start, extent->end - extent->start, false}};
 }
 
 std::vector<uint8_t> ElfFile::BytesAt(uint64_t address, size_t n) const {

@@ -24,6 +24,12 @@ struct ElfSymbol {
   bool global = false;
 };
 
+// A function found by an address in it.
+struct ElfFunction {
+  std::string name;  // empty: known only by its unwind information
+  ElfSymbol symbol;
+};
+
 class ElfFile {
  public:
   static absl::StatusOr<std::unique_ptr<ElfFile>> Open(const std::string& path);
@@ -43,6 +49,10 @@ class ElfFile {
   bool HasExceptionTables() const;
   // The file offset of a link-time address inside a loaded segment.
   absl::StatusOr<uint64_t> FileOffset(uint64_t address) const;
+  // The function whose code holds a file offset: the function symbol
+  // around it, else the range of the unwind information (.eh_frame FDE)
+  // that covers it, which a stripped file keeps for its static functions.
+  absl::StatusOr<ElfFunction> FunctionAt(uint64_t file_offset) const;
   // Up to `n` bytes of the file at a link-time address.
   std::vector<uint8_t> BytesAt(uint64_t address, size_t n) const;
 

@@ -353,16 +353,33 @@ class Planner {
           object));
     }
     if (Reuse(pid, file->path(), request.text)) return;
-    std::optional<ElfSymbol> symbol = file->FindSymbol(request.symbol);
+    // How messages name the function.
+    std::string function = request.symbol;
+    std::optional<ElfSymbol> symbol;
+    if (request.frame_offset) {
+      absl::StatusOr<ElfFunction> found = file->FunctionAt(*request.frame_offset);
+      if (!found.ok()) return warn(MessageOf(found.status()));
+      symbol = found->symbol;
+      function = found->name;
+      if (function.empty()) {
+        absl::StatusOr<uint64_t> start = file->FileOffset(symbol->address);
+        function = fmt::format("the function at {}+{:#x}", Basename(object),
+                               start.ok() ? *start : *request.frame_offset);
+      }
+    } else {
+      symbol = file->FindSymbol(request.symbol);
+    }
     if (!symbol) {
       return warn(fmt::format("no symbol '{}' in {}{}", request.symbol, object,
                               file->HasSymbolTable()
                                   ? ""
-                                  : " (it has no .symtab: stripped, only exported symbols remain)"));
+                                  : " (it has no .symtab: stripped, only exported symbols remain): "
+                                    "a function without a symbol is probed by a frame of it as "
+                                    "stacks print it, TARGET+0xOFFSET"));
     }
     if (symbol->size != 0 && request.offset >= symbol->size) {
       return warn(fmt::format("offset {:#x} is past the end of {} ({} bytes)", request.offset,
-                              request.symbol, symbol->size));
+                              function, symbol->size));
     }
     uint64_t entry = symbol->address + request.offset;
     if (go && request.offset == 0) {
@@ -382,12 +399,15 @@ class Planner {
     const bool slow_entry = !EmulatedEntry(file->BytesAt(entry, 5));
     auto attach_entry = [&](const ProbeAttachment& attachment) {
       Attach(attachment);
-      if (slow_entry) plan_.slow_entries.push_back(fmt::format("{}:{}", object, request.symbol));
+      if (!slow_entry) return;
+      plan_.slow_entries.push_back(request.frame_offset ? fmt::format("{} in {}", function, object)
+                                                        : fmt::format("{}:{}", object, function));
     };
     const std::string name =
-        request.offset == 0
-            ? fmt::format("{}:{}", request.target, request.symbol)
-            : fmt::format("{}:{}+{:#x}", request.target, request.symbol, request.offset);
+        request.frame_offset ? request.frame
+        : request.offset == 0
+            ? fmt::format("{}:{}", request.target, function)
+            : fmt::format("{}:{}+{:#x}", request.target, function, request.offset);
     const uint64_t id = ProbeId(name);
     ProbeAttachment attachment{.program = ProbeProgram::kUprobeEntry,
                                .path = file->path(),
@@ -403,7 +423,7 @@ class Planner {
     // exception unwinds through the call, whatever file the function is in
     // (a C library's function that calls back into C++): its returns are
     // probed at its own return instructions instead (x86_sites.h).
-    absl::StatusOr<ReturnSites> sites = ReturnSitesOf(*file, request.symbol, *symbol);
+    absl::StatusOr<ReturnSites> sites = ReturnSitesOf(*file, function, *symbol);
     if (sites.ok() && sites->addresses.empty()) {
       // Its callee's return is its own: only the kernel's probe would see
       // it, and a C callee that calls back into C++ that throws dies of it.
@@ -411,16 +431,16 @@ class Planner {
                       ? fmt::format("not placed: {} has no return instruction of its own (it "
                                     "leaves only by tail calls, {} of them): probe the function "
                                     "it jumps to",
-                                    request.symbol, sites->tail_calls)
+                                    function, sites->tail_calls)
                       : fmt::format("not placed: {} has no return instruction: it never returns "
                                     "(it throws, exits or loops); probe its entry alone",
-                                    request.symbol));
+                                    function));
     }
     if (!sites.ok() && file->HasExceptionTables()) {
       return warn(fmt::format("not placed: its returns cannot be probed safely ({}), and the "
                               "kernel's return probe would crash the program when an exception "
                               "unwinds through {} ({} has exception tables)",
-                              MessageOf(sites.status()), request.symbol, object));
+                              MessageOf(sites.status()), function, object));
     }
     if (!sites.ok()) {
       // A file of C code without exception tables is still unwound through
@@ -430,7 +450,7 @@ class Planner {
         return warn(fmt::format("not placed: its returns cannot be probed safely ({}), and the "
                                 "kernel's return probe would crash the program when an exception "
                                 "unwinds through {} (the process can throw: {})",
-                                MessageOf(sites.status()), request.symbol, *unwinder));
+                                MessageOf(sites.status()), function, *unwinder));
       }
     }
     attach_entry(attachment);
@@ -440,7 +460,7 @@ class Planner {
       // kernel's probe sees every return, tail calls' too.
       warn(fmt::format("its returns are probed by the kernel's return probe ({}), which kills "
                        "the program if a C++ exception ever unwinds through {}",
-                       MessageOf(sites.status()), request.symbol));
+                       MessageOf(sites.status()), function));
       attachment.program = ProbeProgram::kUprobeReturn;
       Attach(attachment);
       return;
@@ -457,7 +477,7 @@ class Planner {
       warn(fmt::format("{} can leave by {} jump(s) out of its code ({}): its returns are probed "
                        "at its own return instructions, so calls that leave by one read as "
                        "begun without an end",
-                       request.symbol, sites->tail_calls,
+                       function, sites->tail_calls,
                        file->HasSymbolTable()
                            ? "tail calls, whose callee's return is the call's"
                            : "tail calls, or, the file having no .symtab, jumps to its unnamed "

@@ -83,7 +83,9 @@ absl::StatusOr<UsdtRequest> ParseUsdtRequest(std::string_view text) {
 absl::StatusOr<UprobeRequest> ParseUprobeRequest(std::string_view text) {
   auto bad = [&](std::string_view why) {
     return absl::InvalidArgumentError(fmt::format(
-        "--uprobe '{}': {} (expected TARGET:SYMBOL[+OFFSET][(N)][%return])", text, why));
+        "--uprobe '{}': {} (expected TARGET:SYMBOL[+OFFSET][(N)][%return], or TARGET+0xOFFSET"
+        "[(N)][%return] for the function containing a frame as stacks print it)",
+        text, why));
   };
   UprobeRequest request{.text = std::string(text)};
   std::string_view rest = text;
@@ -107,6 +109,17 @@ absl::StatusOr<UprobeRequest> ParseUprobeRequest(std::string_view text) {
     rest = rest.substr(0, open);
   }
   const size_t colon = rest.rfind(':');
+  if (const size_t plus = rest.rfind('+');
+      colon == std::string_view::npos && plus != std::string_view::npos && plus != 0) {
+    uint64_t offset = 0;
+    if (!rest.substr(plus + 1).starts_with("0x") || !ParseNumber(rest.substr(plus + 1), &offset)) {
+      return bad("the file offset after '+' is not a hexadecimal number (0x...)");
+    }
+    request.target = std::string(rest.substr(0, plus));
+    request.frame_offset = offset;
+    request.frame = std::string(rest);
+    return request;
+  }
   if (colon == std::string_view::npos || colon == 0) {
     return bad("no TARGET: before the symbol");
   }

@@ -7,6 +7,7 @@
 #define LOUPE_DAEMON_PROBES_PROBE_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,12 @@ struct UprobeRequest {
   std::string target;
   std::string symbol;
   uint64_t offset = 0;
+  // TARGET+0xOFFSET, a frame as stacks print code with no symbol (a
+  // stripped binary's static function): the function containing that file
+  // offset, by its unwind information. symbol is then empty, and the
+  // probe is named as the frame was written.
+  std::optional<uint64_t> frame_offset;
+  std::string frame;
   uint32_t arg_count = 0;
   bool with_return = false;
 };

@@ -640,6 +640,32 @@ absl::StatusOr<UnwindTable> CompileUnwindTable(int fd) {
   return *std::move(from_eh_frame);
 }
 
+absl::StatusOr<CodeExtent> FdeExtentAt(int fd, uint64_t address) {
+  elf_version(EV_CURRENT);
+  const std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  if (elf == nullptr || elf_kind(elf.get()) != ELF_K_ELF) {
+    return absl::InvalidArgumentError(fmt::format("not readable as ELF: {}", elf_errmsg(-1)));
+  }
+  for (const bool eh_frame : {true, false}) {
+    absl::StatusOr<Section> section = FindSection(elf.get(), eh_frame ? ".eh_frame" : ".debug_frame");
+    if (!section.ok()) return section.status();
+    if (section->data == nullptr) continue;
+    FdeReader reader(elf.get(), *section, eh_frame);
+    absl::StatusOr<std::vector<FdeRange>> fdes = std::vector<FdeRange>{};
+    if (eh_frame) {
+      absl::StatusOr<Section> header = FindSection(elf.get(), ".eh_frame_hdr");
+      if (!header.ok()) return header.status();
+      if (header->data != nullptr) fdes = ReadHeaderTable(*header, *section, reader);
+    }
+    if (fdes.ok() && fdes->empty()) fdes = reader.ReadAll();
+    if (!fdes.ok()) return fdes.status();
+    for (const FdeRange& fde : *fdes) {
+      if (address >= fde.start && address < fde.end) return CodeExtent{fde.start, fde.end};
+    }
+  }
+  return absl::NotFoundError(fmt::format("no FDE covers address {:#x}", address));
+}
+
 std::vector<UnwindRow> Overlay(const std::vector<UnwindRow>& primary,
                                const std::vector<UnwindRow>& secondary) {
   std::vector<uint64_t> bounds;

@@ -58,6 +58,14 @@ inline constexpr size_t kMaxUnwindRows = size_t{8} << 20;
 // what was wrong; the caller adds the file's name.
 absl::StatusOr<UnwindTable> CompileUnwindTable(int fd);
 
+// The code range [start, end) of the FDE that covers `address` (link-time)
+// in .eh_frame, else .debug_frame: one function's code, or its .cold
+// part's. What a stripped file keeps of a static function's extent.
+struct CodeExtent {
+  uint64_t start = 0, end = 0;
+};
+absl::StatusOr<CodeExtent> FdeExtentAt(int fd, uint64_t address);
+
 // `primary`'s rules, and `secondary`'s where `primary` has none (kNone, or
 // before its first row): both sorted, the result too, adjacent rules merged.
 std::vector<UnwindRow> Overlay(const std::vector<UnwindRow>& primary,

@@ -91,6 +91,13 @@ size_t CountProbe(const std::vector<testing::ProbeEvent>& events, const std::str
                        [&](const testing::ProbeEvent& e) { return e.probe == probe; });
 }
 
+// Copies a test program to `dir` and returns the copy's path.
+std::string CopyProgram(const std::string& name, const std::string& dir) {
+  const std::string copy = dir + "/" + name;
+  std::filesystem::copy_file(TestProgram(name), copy);
+  return copy;
+}
+
 class ShimTest : public ::testing::TestWithParam<ContentPolicy> {};
 
 TEST_P(ShimTest, EveryKindArrivesWithExactCountsAndFields) {
@@ -375,6 +382,47 @@ TEST(UprobeTest, CallCountsAreExactAndLatencyMatchesTheProgram) {
   EXPECT_NEAR(median, program_median, 0.05 * program_median);
 }
 
+// A stripped program's static function has no symbol left: it is probed
+// by a frame of it as stacks print it (file+0xOFFSET), found by its unwind
+// information, entries and returns alike.
+TEST(UprobeTest, AStrippedStaticFunctionIsProbedByAFrameOfIt) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir bin, dir;
+  const std::string program_path = CopyProgram("uprobe_target", bin.path());
+  absl::StatusOr<std::unique_ptr<probes::ElfFile>> unstripped = probes::ElfFile::Open(program_path);
+  ASSERT_TRUE(unstripped.ok()) << unstripped.status();
+  const std::optional<probes::ElfSymbol> work_static = (*unstripped)->FindSymbol("work_static");
+  ASSERT_TRUE(work_static.has_value());
+  absl::StatusOr<uint64_t> offset = (*unstripped)->FileOffset(work_static->address + 3);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  unstripped->reset();
+  ASSERT_EQ(std::system(("strip --strip-all " + program_path).c_str()), 0);
+  ChildProcess program({program_path, "41"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  SessionOptions options = Options(dir.path(), program.pid());
+  const std::string frame = fmt::format("uprobe_target+{:#x}", *offset);
+  ASSERT_TRUE(probes::ParseProbeRequests({}, {frame + "%return"}, &options.probes).ok());
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  // Only that the kernel single-steps its first instruction (a mov).
+  for (const std::string& warning : session->stats().warnings) {
+    EXPECT_NE(warning.find("its first instruction is neither"), std::string::npos) << warning;
+  }
+  program.WriteLine("go");
+  ASSERT_EQ(program.ReadWords().at(0), "done");
+  ASSERT_TRUE(session->Stop().ok());
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  EXPECT_EQ(CountProbe(trace.uprobe_entries, frame), 41u);
+  size_t returns = 0;
+  for (const auto& ret : trace.uprobe_returns) {
+    if (ret.probe != frame) continue;
+    ++returns;
+    EXPECT_GT(ret.duration_ns, 0u);
+  }
+  EXPECT_EQ(returns, 41u);
+}
+
 // A program started through a symlink (as /usr/bin/redis-server is one to
 // redis-check-rdb) is probed by the name it was started as: its mappings
 // hold only the file the link resolves to.
@@ -431,14 +479,17 @@ TEST(UprobeTest, SitesOfOneFileAndProgramShareLinksOfBoundedSize) {
   const std::multiset<std::string> before = LinkTypes();
   std::unique_ptr<Session> session = StartOrDie(std::move(options));
   ASSERT_NE(session, nullptr);
-  EXPECT_EQ(session->stats().probe_sites, entries.size() + 2);
+  // Returns probed: glibc's longjmp and __longjmp_chk too (a call a
+  // longjmp leaves ends at the jump).
+  EXPECT_EQ(session->stats().probe_sites, entries.size() + 2 + 2);
   const std::multiset<std::string> during = LinkTypes();
   if (bpf::UprobeMultiSupported()) {
     // 23 entries (sleep_2ms's for its latency): two links; the return
     // probe, a uprobe on sleep_2ms's return instruction (x86_sites.h),
-    // in a third: no kernel return probe.
+    // in a third: no kernel return probe; libc's longjmp functions in a
+    // fourth.
     static_assert(bpf::kMaxSitesPerLink == 16);
-    EXPECT_EQ(during.count("uprobe_multi") - before.count("uprobe_multi"), 3u);
+    EXPECT_EQ(during.count("uprobe_multi") - before.count("uprobe_multi"), 4u);
     EXPECT_EQ(during.count("uretprobe_multi") - before.count("uretprobe_multi"), 0u);
   } else {
     EXPECT_GE(during.count("perf") - before.count("perf"), 24u);  // with the CPU sampler's
@@ -455,13 +506,6 @@ TEST(UprobeTest, SitesOfOneFileAndProgramShareLinksOfBoundedSize) {
     EXPECT_EQ(CountProbe(trace.uprobe_entries, probe), 7u) << probe;
   }
   EXPECT_EQ(trace.uprobe_returns.size(), 7u);
-}
-
-// Copies a test program to `dir` and returns the copy's path.
-std::string CopyProgram(const std::string& name, const std::string& dir) {
-  const std::string copy = dir + "/" + name;
-  std::filesystem::copy_file(TestProgram(name), copy);
-  return copy;
 }
 
 TEST(ProbeErrorsTest, BadProbesAreNamedAndTheRestOfTheSessionRuns) {

@@ -51,8 +51,18 @@ TEST(ProbeSpecTest, UprobeRequests) {
     EXPECT_EQ(request->symbol, go);
     EXPECT_EQ(request->arg_count, 2u);
   }
+  // A frame as stacks print code with no symbol: the function holding it.
+  auto frame = ParseUprobeRequest("postgres+0x47259d(1)%return");
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_EQ(frame->target, "postgres");
+  EXPECT_EQ(frame->frame_offset, 0x47259du);
+  EXPECT_EQ(frame->frame, "postgres+0x47259d");
+  EXPECT_TRUE(frame->symbol.empty());
+  EXPECT_EQ(frame->arg_count, 1u);
+  EXPECT_TRUE(frame->with_return);
   for (const char* bad : {"malloc", ":malloc", "libc:", "libc:malloc(7)", "libc:malloc(x)",
-                          "libc:malloc+zz", "libc:mal loc", "libc:mal\tloc"}) {
+                          "libc:malloc+zz", "libc:mal loc", "libc:mal\tloc", "postgres+123",
+                          "postgres+0xzz", "+0x10"}) {
     auto request = ParseUprobeRequest(bad);
     ASSERT_FALSE(request.ok()) << bad;
     EXPECT_NE(request.status().ToString().find(bad), std::string::npos) << request.status();
