@@ -82,8 +82,10 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
   attach
       ->add_option("--uprobe", options.uprobes,
                    "Functions to probe: 'TARGET:SYMBOL[+OFFSET][(N)][%return]' (TARGET a path or "
-                   "a name like libc; N integer arguments to keep; %return adds latency); one per "
-                   "--uprobe, repeat it for more")
+                   "a name like libc; N integer arguments to keep; %return adds latency), or "
+                   "'TARGET+0xOFFSET[(N)][%return]' for the function holding a frame as stacks "
+                   "print it (a stripped binary's static function); one per --uprobe, repeat it "
+                   "for more")
       ->allow_extra_args(false);
   attach
       ->add_option("--content-policy", options.content_policy,
