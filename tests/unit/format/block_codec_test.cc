@@ -65,19 +65,23 @@ TEST(BlockCodecTest, EveryKindRoundTrips) {
 
 // A call an exception unwound: its mark round-trips.
 TEST(BlockCodecTest, AnUnwoundCallRoundTrips) {
-  std::vector<Record> records = testing::EveryKind();
-  for (Record& record : records) {
-    if (auto* ret = std::get_if<UprobeReturn>(&record.payload)) {
-      ret->retval = 0;
-      ret->unwound = format::Unwound::kByException;
+  for (const auto& [by, name] : {std::pair{Unwound::kByException, "exception"},
+                                 std::pair{Unwound::kByLongjmp, "longjmp"}}) {
+    std::vector<Record> records = testing::EveryKind();
+    for (Record& record : records) {
+      if (auto* ret = std::get_if<UprobeReturn>(&record.payload)) {
+        ret->retval = 0;
+        ret->unwound = by;
+      }
     }
+    const std::vector<std::string> json = Json(records);
+    EXPECT_EQ(RoundTrip(records), json);
+    const std::string field = std::string("\"unwound\":\"") + name + "\"";
+    EXPECT_EQ(std::ranges::count_if(
+                  json, [&](const std::string& line) { return line.find(field) != std::string::npos; }),
+              1)
+        << field;
   }
-  const std::vector<std::string> json = Json(records);
-  EXPECT_EQ(RoundTrip(records), json);
-  EXPECT_EQ(std::ranges::count_if(json, [](const std::string& line) {
-              return line.find("\"unwound\":true") != std::string::npos;
-            }),
-            1);
 }
 
 TEST(BlockCodecTest, ProtobufReadsTheHandWrittenBlock) {
