@@ -35,6 +35,14 @@ Elf_Scn* FindSectionOfType(Elf* elf, uint32_t type, GElf_Shdr* header) {
   return nullptr;
 }
 
+// A part split off a function has no entry a call could be timed from.
+absl::Status SplitOff(uint64_t file_offset) {
+  return absl::InvalidArgumentError(fmt::format(
+      "file offset {:#x} is in code split off a function (a .cold part, entered by a jump "
+      "inside its parent's frame, not by a call): probe a frame of the function's main part",
+      file_offset));
+}
+
 }  // namespace
 
 void ElfFile::ElfEnd::operator()(Elf* elf) const { elf_end(elf); }
@@ -181,6 +189,9 @@ absl::StatusOr<ElfFunction> ElfFile::FunctionAt(uint64_t file_offset) const {
         continue;
       }
       const char* name = elf_strptr(elf_.get(), header.sh_link, symbol.st_name);
+      if (name != nullptr && std::string_view(name).ends_with(".cold")) {
+        return SplitOff(file_offset);
+      }
       return ElfFunction{name != nullptr ? name : "",
                          {symbol.st_value, symbol.st_size, GELF_ST_BIND(symbol.st_info) != STB_LOCAL}};
     }
@@ -193,6 +204,7 @@ absl::StatusOr<ElfFunction> ElfFile::FunctionAt(uint64_t file_offset) const {
         "tell the function either ({})",
         path_, file_offset, MessageOf(extent.status())));
   }
+  if (!extent->entry) return SplitOff(file_offset);
   return ElfFunction{"", {extent->start, extent->end - extent->start, false}};
 }
 

@@ -660,7 +660,30 @@ absl::StatusOr<CodeExtent> FdeExtentAt(int fd, uint64_t address) {
     if (fdes.ok() && fdes->empty()) fdes = reader.ReadAll();
     if (!fdes.ok()) return fdes.status();
     for (const FdeRange& fde : *fdes) {
-      if (address >= fde.start && address < fde.end) return CodeExtent{fde.start, fde.end};
+      if (address < fde.start || address >= fde.end) continue;
+      CodeExtent extent{fde.start, fde.end};
+      std::unique_ptr<Dwarf, DwarfEnd> dwarf;
+      std::unique_ptr<Dwarf_CFI, CfiEnd> owned;
+      Dwarf_CFI* cfi = nullptr;
+      if (eh_frame) {
+        owned.reset(dwarf_getcfi_elf(elf.get()));
+        cfi = owned.get();
+      } else {
+        dwarf.reset(dwarf_begin_elf(elf.get(), DWARF_C_READ, nullptr));
+        cfi = dwarf ? dwarf_getcfi(dwarf.get()) : nullptr;  // owned by `dwarf`
+      }
+      Dwarf_Frame* raw = nullptr;
+      if (cfi != nullptr && dwarf_cfi_addrframe(cfi, fde.start, &raw) == 0) {
+        const std::unique_ptr<Dwarf_Frame, FrameFree> frame(raw);
+        Dwarf_Addr start = 0, end = 0;
+        bool signal = false;
+        const int return_register = dwarf_frame_info(frame.get(), &start, &end, &signal);
+        absl::StatusOr<UnwindRow> row =
+            return_register < 0 ? absl::StatusOr<UnwindRow>(absl::UnknownError(LibdwError()))
+                                : RuleOf(frame.get(), return_register, signal);
+        extent.entry = row.ok() && row->kind == UnwindKind::kCfaRsp && row->cfa_offset == 8;
+      }
+      return extent;
     }
   }
   return absl::NotFoundError(fmt::format("no FDE covers address {:#x}", address));

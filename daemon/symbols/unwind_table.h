@@ -63,6 +63,10 @@ absl::StatusOr<UnwindTable> CompileUnwindTable(int fd);
 // part's. What a stripped file keeps of a static function's extent.
 struct CodeExtent {
   uint64_t start = 0, end = 0;
+  // Its start is a function's entry: the frame there is a fresh call's
+  // (CFA = rsp + 8). A part split off a function (.cold) starts inside
+  // its parent's frame.
+  bool entry = false;
 };
 absl::StatusOr<CodeExtent> FdeExtentAt(int fd, uint64_t address);
 

@@ -423,6 +423,37 @@ TEST(UprobeTest, AStrippedStaticFunctionIsProbedByAFrameOfIt) {
   EXPECT_EQ(returns, 41u);
 }
 
+// A frame names the function that holds it, by its symbol or, stripped,
+// by the unwind information that spans it; a frame in a part split off a
+// function (.cold), which is entered by a jump and not a call, is refused.
+TEST(FramesTest, AFrameNamesItsFunctionAndAColdPartIsRefused) {
+  testing::TempDir bin;
+  const std::string program_path = CopyProgram("throw_through", bin.path());
+  auto offset_of = [&](const std::string& name) -> uint64_t {
+    absl::StatusOr<std::unique_ptr<probes::ElfFile>> file = probes::ElfFile::Open(program_path);
+    std::optional<probes::ElfSymbol> symbol = (*file)->FindSymbol(name);
+    if (!symbol) return 0;
+    return *(*file)->FileOffset(symbol->address + 1);
+  };
+  const uint64_t function = offset_of("_Z14handle_requestl");
+  const uint64_t cold = offset_of("_Z14handle_requestl.cold");
+  ASSERT_NE(function, 0u);
+  ASSERT_NE(cold, 0u) << "throw_through has no .cold part to test with";
+  for (const bool stripped : {false, true}) {
+    if (stripped) ASSERT_EQ(std::system(("strip --strip-all " + program_path).c_str()), 0);
+    absl::StatusOr<std::unique_ptr<probes::ElfFile>> file = probes::ElfFile::Open(program_path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    absl::StatusOr<probes::ElfFunction> found = (*file)->FunctionAt(function);
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ(found->name, stripped ? "" : "_Z14handle_requestl");
+    EXPECT_EQ(*(*file)->FileOffset(found->symbol.address), function - 1);
+    absl::StatusOr<probes::ElfFunction> in_cold = (*file)->FunctionAt(cold);
+    ASSERT_FALSE(in_cold.ok()) << "stripped " << stripped;
+    EXPECT_NE(in_cold.status().message().find("split off a function"), std::string::npos)
+        << in_cold.status();
+  }
+}
+
 // A program started through a symlink (as /usr/bin/redis-server is one to
 // redis-check-rdb) is probed by the name it was started as: its mappings
 // hold only the file the link resolves to.
