@@ -9,7 +9,9 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set when the probes are attached to every process mapping the binary
- * (following children): then only targets' events are kept. */
+ * (following children), or for a caller that is not root (a target that
+ * exec'd a setuid program is dropped, its pid's probes stay): then only
+ * targets' events are kept. */
 const volatile bool cfg_filter_targets = false;
 /* Bytes of a USDT string argument kept, at most LOUPE_USDT_MAX_STRING. */
 const volatile __u32 cfg_usdt_string_cap = LOUPE_USDT_DEFAULT_STRING;

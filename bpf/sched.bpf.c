@@ -8,6 +8,11 @@
 char LICENSE[] SEC("license") = "GPL";
 
 const volatile bool cfg_follow_children = false;
+/* A caller that is not root traces only processes running with its own
+ * rights: one that execs a setuid or setgid program, or one with file
+ * capabilities, stops being a target at once, before its new image runs. */
+const volatile bool cfg_plain_user_only = false;
+const volatile __u32 cfg_caller_uid = 0;
 /* Stacks of a target thread at switch-out: where it went off-CPU. */
 const volatile bool cfg_offcpu_user_stacks = true;
 const volatile bool cfg_offcpu_kernel_stacks = true;
@@ -557,6 +562,24 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	return 0;
 }
 
+/* Runs with its user's rights and no more, as ptrace would require of a
+ * caller with that uid: every uid the caller's, every gid one, no
+ * capabilities (a file's, or a setuid root program's). */
+static __always_inline bool plain_user(struct task_struct *task)
+{
+	const struct cred *cred = BPF_CORE_READ(task, cred);
+	__u64 permitted = 0;
+	__u32 gid = BPF_CORE_READ(cred, gid.val);
+
+	bpf_core_read(&permitted, sizeof(permitted), &cred->cap_permitted);
+	return BPF_CORE_READ(cred, uid.val) == cfg_caller_uid &&
+	       BPF_CORE_READ(cred, euid.val) == cfg_caller_uid &&
+	       BPF_CORE_READ(cred, suid.val) == cfg_caller_uid &&
+	       BPF_CORE_READ(cred, fsuid.val) == cfg_caller_uid &&
+	       BPF_CORE_READ(cred, egid.val) == gid && BPF_CORE_READ(cred, sgid.val) == gid &&
+	       BPF_CORE_READ(cred, fsgid.val) == gid && permitted == 0;
+}
+
 static __always_inline int on_exec(struct task_struct *task, pid_t old_pid,
 				   struct linux_binprm *bprm)
 {
@@ -565,6 +588,10 @@ static __always_inline int on_exec(struct task_struct *task, pid_t old_pid,
 
 	if (!is_target(tgid))
 		return 0;
+	/* The record still tells the daemon of the exec, which says why the
+	 * process is no longer traced. */
+	if (cfg_plain_user_only && !plain_user(task))
+		bpf_map_delete_elem(&target_tgids, &tgid);
 	rec = reserve_record(sizeof(*rec), LOUPE_REC_PROCESS_EXEC, LOUPE_CNT_RING_FULL_SCHED);
 	if (!rec)
 		return 0;

@@ -273,7 +273,9 @@ absl::StatusOr<std::unique_ptr<ProbeLinks>> ProbeLinks::Attach(const probes::Pro
   std::unique_ptr<ProbeLinks> links(new ProbeLinks());
   absl::StatusOr<ProbesSkeleton> skel = ProbesSkeleton::Open("probes");
   if (!skel.ok()) return skel.status();
-  (*skel)->rodata->cfg_filter_targets = system_wide;
+  // A caller's probes per pid also fire in a target that exec'd a program
+  // with more rights than its user (sched.bpf.c then dropped it).
+  (*skel)->rodata->cfg_filter_targets = system_wide || plan.per_pid;
   (*skel)->rodata->cfg_usdt_string_cap = usdt_string_cap;
   const SessionMaps mine{(*skel)->maps.events, (*skel)->maps.target_tgids, (*skel)->maps.counters};
   if (absl::Status status = ShareSessionMaps(session, mine); !status.ok()) return status;

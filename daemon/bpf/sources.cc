@@ -165,6 +165,10 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
   absl::StatusOr<SchedSkeleton> sched = SchedSkeleton::Open("sched");
   if (!sched.ok()) return sched.status();
   (*sched)->rodata->cfg_follow_children = options.follow_children;
+  if (options.credentials && !options.credentials->root()) {
+    (*sched)->rodata->cfg_plain_user_only = true;
+    (*sched)->rodata->cfg_caller_uid = options.credentials->uid;
+  }
   (*sched)->rodata->cfg_offcpu_user_stacks = options.offcpu_user_stacks;
   (*sched)->rodata->cfg_offcpu_kernel_stacks = options.offcpu_kernel_stacks;
   (*sched)->rodata->cfg_unwind_tables = unwind_tables_;

@@ -12,6 +12,7 @@
 #include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
 #include "daemon/session/bpf_record_source.h"
+#include "daemon/session/proc.h"
 
 namespace loupe::session {
 namespace {
@@ -247,6 +248,17 @@ void Session::Run() {
 
 void Session::OnExec(uint32_t pid, uint32_t old_tid) {
   std::optional<std::string> warning = exec_coverage_->OnExec(pid, old_tid);
+  if (options_.caller_uid != 0) {
+    // The sched program dropped it already if it now has more rights than
+    // its user (sched.bpf.c); this says why its events stop.
+    absl::StatusOr<ProcessIdentity> process = ReadProcess(pid);
+    if (process.ok() && (process->uid != options_.caller_uid || !process->plain_user)) {
+      warning = fmt::format(
+          "pid {} exec'd {}, which runs with rights its user does not have (setuid, setgid or "
+          "file capabilities): not traced from here on, for a caller that is not root (uid {})",
+          pid, process->exe, options_.caller_uid);
+    }
+  }
   if (!warning) return;
   log_->warn("session {}: {}", stats_.id, *warning);
   pipeline_->AddNote(*warning);  // in the trace, which outlives the log

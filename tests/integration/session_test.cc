@@ -6,7 +6,13 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 
 #include <fstream>
 #include <set>
@@ -333,6 +339,70 @@ TEST(SessionTest, OverflowedRingLossesEqualProducedMinusWritten) {
   EXPECT_GT(lost, 0u) << "the ring never overflowed: the test proves nothing";
   EXPECT_EQ(written + lost, static_cast<uint64_t>(kRenames));
   EXPECT_FALSE(trace.complete);  // the verdict says so
+}
+
+// A caller that is not root traces its own process until that process
+// execs a setuid program: from then on, nothing of it is recorded (its
+// 300 ms sleep as root is not in the trace), and the trace says why.
+TEST(SessionTest, ATargetThatExecsASetuidProgramIsDroppedForACallerThatIsNotRoot) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir bin, dir;
+  chmod(bin.path().c_str(), 0755);
+  const std::string setuid_sleep = bin.path() + "/setuid_sleep";
+  std::filesystem::copy_file("/bin/sleep", setuid_sleep);
+  ASSERT_EQ(chown(setuid_sleep.c_str(), 0, 0), 0);
+  ASSERT_EQ(chmod(setuid_sleep.c_str(), 04755), 0);
+  constexpr uid_t kNobody = 65534;
+  int go[2], ready[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) {
+      _exit(1);
+    }
+    prctl(PR_SET_DUMPABLE, 1);  // a credential change made it undumpable
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (write(ready[1], "r", 1) != 1) _exit(2);
+    char byte;
+    if (read(go[0], &byte, 1) != 1) _exit(2);
+    for (int i = 0; i < 20; ++i) usleep(10'000);  // as nobody: traced
+    execl(setuid_sleep.c_str(), "setuid_sleep", "0.3", static_cast<char*>(nullptr));
+    _exit(3);
+  }
+  close(go[0]);
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+  SessionOptions options = Options(dir.path(), {static_cast<uint32_t>(child)});
+  options.caller_uid = kNobody;
+  options.sources.credentials = Credentials{.uid = kNobody, .gid = kNobody};
+  auto session = Session::Start(options, QuietLog());
+  if (!session.ok()) kill(child, SIGKILL);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  close(go[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  usleep(100'000);
+  ASSERT_TRUE((*session)->Stop().ok());
+  const std::vector<std::string> warnings = (*session)->stats().warnings;
+  EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
+    return w.find("runs with rights its user does not have") != std::string::npos;
+  })) << ::testing::PrintToString(warnings);
+
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.readable);
+  EXPECT_EQ(trace.kinds.at("process_exec"), 1u);
+  const uint32_t tid = static_cast<uint32_t>(child);
+  ASSERT_TRUE(trace.off_cpu.contains(tid)) << "nobody's own sleeps were not traced";
+  EXPECT_GE(trace.off_cpu.at(tid).size(), 15u);
+  for (const testing::OffCpuInterval& wait : trace.off_cpu.at(tid)) {
+    EXPECT_LT(wait.duration_ns, 200'000'000u) << "the setuid program's sleep was recorded";
+  }
+  EXPECT_FALSE(trace.exited_processes.contains(tid)) << "the setuid program's exit was recorded";
 }
 
 TEST(SessionTest, BadTargetsAreClearErrors) {
