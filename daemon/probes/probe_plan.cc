@@ -117,7 +117,8 @@ class Planner {
       : requests_(requests), shim_(shim), system_wide_(system_wide) {}
 
   void AddProcess(uint32_t pid) {
-    const std::vector<std::string> objects = MappedObjects(pid);
+    map_files_.clear();
+    const std::vector<std::string> objects = MappedObjects(pid, &map_files_);
     if (objects.empty()) {
       plan_.warnings.push_back(fmt::format("pid {}: cannot read its mappings", pid));
       return;
@@ -148,11 +149,21 @@ class Planner {
     std::vector<ProbeAttachment> attachments;
   };
 
+  // The very file the process maps (map_files: a chroot's, or one replaced
+  // on disk since), else the path through the process's root (a caller
+  // that is not root may not read map_files).
   const ElfFile* Open(uint32_t pid, const std::string& object) {
-    const std::string path = ProcPath(pid, "/root" + object);
+    const std::string through_root = ProcPath(pid, "/root" + object);
+    std::string path = through_root;
+    if (auto mapped = map_files_.find(object); mapped != map_files_.end()) {
+      path = mapped->second;
+    }
     auto it = files_.find(path);
     if (it != files_.end()) return it->second.get();
     absl::StatusOr<std::unique_ptr<ElfFile>> file = ElfFile::Open(path);
+    if (!file.ok() && path != through_root) {
+      if (auto fallback = ElfFile::Open(through_root); fallback.ok()) file = std::move(fallback);
+    }
     if (!file.ok()) {
       plan_.warnings.push_back(std::string(MessageOf(file.status())));
       return files_.emplace(path, nullptr).first->second.get();
@@ -561,16 +572,30 @@ class Planner {
   // Whether the process being planned had a function's returns probed at
   // its return instructions.
   bool returns_probed_ = false;
+  // The process being planned's mapped files: path -> its map_files link.
+  std::map<std::string, std::string> map_files_;
 };
 
 }  // namespace
 
-std::vector<std::string> MappedObjects(uint32_t pid) {
+namespace {
+
+// A file replaced on disk since it was mapped (an upgraded package) is
+// named with this suffix; the mapping is still that file.
+std::string WithoutDeleted(std::string path) {
+  static constexpr std::string_view kDeleted = " (deleted)";
+  if (path.ends_with(kDeleted)) path.resize(path.size() - kDeleted.size());
+  return path;
+}
+
+}  // namespace
+
+std::vector<std::string> MappedObjects(uint32_t pid, std::map<std::string, std::string>* map_files) {
   std::vector<std::string> objects;
   char exe[4096];
   const ssize_t n = readlink(ProcPath(pid, "/exe").c_str(), exe, sizeof exe - 1);
   if (n <= 0) return objects;
-  objects.emplace_back(exe, static_cast<size_t>(n));
+  objects.push_back(WithoutDeleted(std::string(exe, static_cast<size_t>(n))));
   std::ifstream maps(ProcPath(pid, "/maps"));
   std::set<std::string> seen{objects.front()};
   std::string line;
@@ -580,6 +605,8 @@ std::vector<std::string> MappedObjects(uint32_t pid) {
     fields >> range >> perms >> offset >> device >> inode;
     std::getline(fields >> std::ws, path);
     if (perms.size() < 3 || perms[2] != 'x' || !path.starts_with('/')) continue;
+    path = WithoutDeleted(std::move(path));
+    if (map_files != nullptr) map_files->try_emplace(path, ProcPath(pid, "/map_files/" + range));
     if (seen.insert(path).second) objects.push_back(path);
   }
   return objects;

@@ -7,6 +7,7 @@
 #define LOUPE_DAEMON_PROBES_PROBE_PLAN_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,8 +97,11 @@ struct ProbePlan {
 ProbePlan PlanProbes(const std::vector<uint32_t>& pids, const ProbeRequests& requests, bool shim,
                      bool system_wide);
 
-// The files a process maps executable code from: its executable first.
-std::vector<std::string> MappedObjects(uint32_t pid);
+// The files a process maps executable code from: its executable first;
+// with `map_files`, each one's /proc/PID/map_files link too (the very file
+// mapped, also when the path names another by now or only inside a chroot).
+std::vector<std::string> MappedObjects(uint32_t pid,
+                                       std::map<std::string, std::string>* map_files = nullptr);
 
 }  // namespace loupe::probes
 

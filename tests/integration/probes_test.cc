@@ -423,6 +423,35 @@ TEST(UprobeTest, AStrippedStaticFunctionIsProbedByAFrameOfIt) {
   EXPECT_EQ(returns, 41u);
 }
 
+// A program whose file was replaced on disk while it ran (an upgrade) is
+// probed in the file it maps, by path or by name: not in the new file, which
+// runs nowhere.
+TEST(UprobeTest, AProgramReplacedOnDiskIsProbedInTheFileItRuns) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  testing::TempDir bin, dir;
+  const std::string program_path = CopyProgram("uprobe_target", bin.path());
+  ChildProcess program({program_path, "41"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  const std::string replacement = bin.path() + "/replacement";
+  std::filesystem::copy_file(TestProgram("uprobe_target"), replacement);
+  ASSERT_EQ(rename(replacement.c_str(), program_path.c_str()), 0);
+  SessionOptions options = Options(dir.path(), program.pid());
+  ASSERT_TRUE(probes::ParseProbeRequests(
+                  {}, {program_path + ":work_global", "uprobe_target:sleep_2ms%return"},
+                  &options.probes)
+                  .ok());
+  std::unique_ptr<Session> session = StartOrDie(std::move(options));
+  ASSERT_NE(session, nullptr);
+  program.WriteLine("go");
+  ASSERT_EQ(program.ReadWords().at(0), "done");
+  ASSERT_TRUE(session->Stop().ok());
+  const TraceDigest trace = DigestTrace(dir.path());
+  ASSERT_TRUE(trace.complete) << testing::WhyIncomplete(trace);
+  EXPECT_EQ(CountProbe(trace.uprobe_entries, program_path + ":work_global"), 41u);
+  EXPECT_EQ(CountProbe(trace.uprobe_entries, "uprobe_target:sleep_2ms"), 41u);
+  EXPECT_EQ(trace.uprobe_returns.size(), 41u);
+}
+
 // A frame names the function that holds it, by its symbol or, stripped,
 // by the unwind information that spans it; a frame in a part split off a
 // function (.cold), which is entered by a jump and not a call, is refused.
