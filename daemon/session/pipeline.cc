@@ -121,6 +121,9 @@ void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
   // that has already exited is read through its parent.
   if (const auto* fork = std::get_if<format::ProcessFork>(&event->record.payload)) {
     probe_decoder_.names().OnFork(event->prev_tgid, fork->child_pid);
+    if (options_.on_fork && fork->child_pid != event->prev_tgid) {
+      options_.on_fork(event->prev_tgid, fork->child_pid);
+    }
     if (options_.follow_children && fork->child_pid != event->prev_tgid &&
         IsTargetOnArrival(event->prev_tgid)) {
       forked_on_arrival_.insert(fork->child_pid);

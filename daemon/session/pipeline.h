@@ -47,6 +47,9 @@ struct PipelineOptions {
   // A target called exec (its pid, the thread that called it, 0 unknown):
   // told on the draining thread, while the process surely still runs.
   std::function<void(uint32_t pid, uint32_t old_tid)> on_exec;
+  // A target forked a new process (not a thread): told on the draining
+  // thread, soon after.
+  std::function<void(uint32_t parent_pid, uint32_t child_pid)> on_fork;
   // How a target thread sleeps now (ReadAsleep): for those that never
   // switched while traced, when tracing stops. Unset: not asked (a replay).
   using ReadAsleep = std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)>;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "daemon/base/proc_root.h"
@@ -16,6 +17,8 @@
 
 namespace loupe::session {
 namespace {
+
+namespace fs = std::filesystem;
 
 uint64_t MonotonicNow() {
   timespec ts;
@@ -28,6 +31,14 @@ std::string BootId() {
   std::string id;
   std::getline(in, id);
   return id;
+}
+
+bool MapsUprobeTrampoline(uint32_t pid) {
+  std::ifstream maps(ProcPath(pid, "/maps"));
+  for (std::string line; std::getline(maps, line);) {
+    if (line.ends_with("[uprobes-trampoline]")) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -167,6 +178,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                         .max_pending_events = o.max_pending_events,
                         .on_exec = [self](uint32_t pid,
                                           uint32_t old_tid) { self->OnExec(pid, old_tid); },
+                        .on_fork = [self](uint32_t parent,
+                                          uint32_t child) { self->OnFork(parent, child); },
                         .read_asleep = std::move(read_asleep),
                         .recording_since_ns = session->source_->recording_since_ns(),
                         .returning_probes = session->plan_.probe_returns},
@@ -244,6 +257,36 @@ void Session::Run() {
   finished_changed_.notify_all();
   log_->info("session {}: ended, {} events in {} segment(s)", stats_.id, stats_.events,
              stats_.segments);
+}
+
+// Kernels from 6.18 turn a uprobe on a 5-byte nop into a call to a page of
+// their own ([uprobes-trampoline]); a child forked after that inherits the
+// call in its code but, on some (6.18.44 here), not the page: it dies of
+// SIGSEGV at its first probe, also after the session. Said once per
+// session, of the first child seen without the page its parent has.
+void Session::OnFork(uint32_t parent, uint32_t child) {
+  if (fork_warned_ || !MapsUprobeTrampoline(parent)) return;
+  // Still there (not yet reaped), running the same program: it can tell.
+  std::error_code error;
+  const fs::path parent_exe = fs::read_symlink(ProcPath(parent, "/exe"), error);
+  const fs::path child_exe = fs::read_symlink(ProcPath(child, "/exe"), error);
+  const bool known = !error && child_exe == parent_exe;
+  if (known && MapsUprobeTrampoline(child)) return;
+  fork_warned_ = true;
+  const std::string what =
+      known ? "lacks that page: it is killed (SIGSEGV) at its first probe, also after this session"
+            : "was gone before louped could look: where the kernel does not copy that page to a "
+              "child, the child is killed (SIGSEGV) at its first probe, also after this session";
+  const std::string warning = fmt::format(
+      "pid {}, forked from traced pid {} after the kernel turned probe sites there into calls to "
+      "its [uprobes-trampoline] page, {} (a kernel bug with uprobes on 5-byte nops, seen on "
+      "6.18); build the program with LOUPE_SHIM_TRAP_PROBES if it forks workers while traced "
+      "(docs/shim.md)",
+      child, parent, what);
+  log_->warn("session {}: {}", stats_.id, warning);
+  pipeline_->AddNote(warning);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.warnings.push_back(warning);
 }
 
 void Session::OnExec(uint32_t pid, uint32_t old_tid) {

@@ -107,9 +107,11 @@ class Session {
   void Cycle(bool final);
   // A target called exec: says so when its probes no longer fire.
   void OnExec(uint32_t pid, uint32_t old_tid);
+  void OnFork(uint32_t parent, uint32_t child);
   void PublishStats();
   uint64_t SymbolWaitNs() const;
 
+  bool fork_warned_ = false;  // drain thread only
   SessionOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   uint64_t start_ns_ = 0;

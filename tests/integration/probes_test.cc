@@ -423,6 +423,42 @@ TEST(UprobeTest, AStrippedStaticFunctionIsProbedByAFrameOfIt) {
   EXPECT_EQ(returns, 41u);
 }
 
+// A worker forked while its parent is traced: where the kernel turned the
+// shim's sites into calls to a page of its own that a child does not
+// inherit, the child dies at its first span, and the trace says so; built
+// with LOUPE_SHIM_TRAP_PROBES, the sites stay traps and the child lives.
+TEST(ShimForkTest, AWorkerForkedWhileTracedLivesWithTrapSitesAndIsWarnedOfOtherwise) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  for (const std::string name : {"forking_emitter", "forking_emitter_trap"}) {
+    testing::TempDir dir;
+    ChildProcess program({TestProgram(name)});
+    ASSERT_EQ(program.ReadWords().at(0), "ready");
+    std::unique_ptr<Session> session = StartOrDie(Options(dir.path(), program.pid()));
+    ASSERT_NE(session, nullptr);
+    program.WriteLine("go");
+    const std::vector<std::string> child = program.ReadWords();
+    ASSERT_EQ(child.size(), 4u);
+    const int status = std::stoi(child[3]);
+    std::ifstream maps(fmt::format("/proc/{}/maps", program.pid()));
+    const std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    const bool optimized = text.find("[uprobes-trampoline]") != std::string::npos;
+    usleep(200'000);  // the fork record drained
+    ASSERT_TRUE(session->Stop().ok());
+    const std::vector<std::string> warnings = session->stats().warnings;
+    const bool warned = std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
+      return w.find("[uprobes-trampoline]") != std::string::npos;
+    });
+    if (name == "forking_emitter_trap") {
+      EXPECT_FALSE(optimized) << "trap sites were turned into calls";
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << name << ": status " << status;
+      EXPECT_FALSE(warned) << ::testing::PrintToString(warnings);
+    } else {
+      if (WIFSIGNALED(status)) EXPECT_TRUE(optimized) << "the child died otherwise: " << status;
+      EXPECT_EQ(warned, optimized) << ::testing::PrintToString(warnings);
+    }
+  }
+}
+
 // A program whose file was replaced on disk while it ran (an upgrade) is
 // probed in the file it maps, by path or by name: not in the new file, which
 // runs nowhere.

@@ -95,10 +95,20 @@ LOUPE__SHARED uint64_t loupe__last_span_id;
 /* The probe site: a 5-byte nop (so kernels that can turn a uprobe into a call
  * do), then a note (pc, base, semaphore, provider, name, argument specs) in
  * the group of the enclosing function, so it goes wherever the code goes. The
- * ".stapsdt.base" symbol lets tools detect prelink-style relocation. */
+ * ".stapsdt.base" symbol lets tools detect prelink-style relocation.
+ * LOUPE_SHIM_TRAP_PROBES: a 1-byte nop and a 4-byte one instead, which the
+ * kernel keeps as a trap. A child forked after the kernel turned a site
+ * into a call does not inherit the page it calls on some kernels (6.18) and
+ * dies at its first probe (docs/shim.md): for programs that fork workers
+ * while traced. */
+#ifdef LOUPE_SHIM_TRAP_PROBES
+#define LOUPE__SITE ".byte 0x90, 0x0f, 0x1f, 0x40, 0x00"
+#else
+#define LOUPE__SITE ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00"
+#endif
 #define LOUPE__PROBE(name, args, ...)                                                   \
 	__asm__ __volatile__(                                                           \
-		"990: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"                             \
+		"990: " LOUPE__SITE "\n"                                               \
 		".pushsection .note.stapsdt, \"?\", \"note\"\n"                         \
 		".balign 4\n"                                                           \
 		".4byte 992f-991f, 994f-993f, 3\n"                                      \
