@@ -218,6 +218,12 @@ absl::Status SegmentWriter::OpenDirectory() {
       }
     }
     if (error) return absl::NotFoundError(fmt::format("list {}: {}", directory_, error.message()));
+    if (options_.new_session && sequence_ > 0) {
+      return absl::AlreadyExistsError(fmt::format(
+          "session id '{}': {} already holds that session's segments, from another run; read "
+          "together they would pass for one session: choose another id or another folder",
+          options_.session_id, directory_));
+    }
   }
   const WriterIdentity identity{header_template_.host(), options_.writer_id};
   budget_ = options_.budgets ? options_.budgets->For(directory_, identity)

@@ -50,6 +50,10 @@ namespace loupe::format {
 struct WriterOptions {
   std::string directory;
   std::string session_id;  // [A-Za-z0-9_.-]+, names the files
+  // A new session: files of its id already in the folder are another run's
+  // (a reused --session-id), which read with it would pass for one session
+  // with a hole in it. Refused. Unset: numbering goes on after them.
+  bool new_session = false;
   uint64_t max_file_size = 64ull << 20;
   uint64_t rotation_period_ns = 60'000'000'000;  // 0: rotate by size only
   // The folder's: all sealed segments of this writer identity there, plus

@@ -33,6 +33,11 @@ std::string BootId() {
   return id;
 }
 
+format::WriterOptions NewSession(format::WriterOptions writer) {
+  writer.new_session = true;
+  return writer;
+}
+
 bool MapsUprobeTrampoline(uint32_t pid) {
   std::ifstream maps(ProcPath(pid, "/maps"));
   for (std::string line; std::getline(maps, line);) {
@@ -170,7 +175,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
     };
   }
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create({.writer = o.writer,
+      Pipeline::Create({.writer = NewSession(o.writer),
                         .content_policy = o.content_policy,
                         .follow_children = o.sources.follow_children,
                         .symbolize = o.symbolize,

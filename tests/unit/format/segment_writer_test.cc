@@ -306,6 +306,29 @@ TEST(SegmentWriterTest, EarlierFilesCountAgainstTheBudgetAndNumberingContinues) 
   EXPECT_EQ(Files(dir.path()), expected);
 }
 
+// A session's id reused for a new run (--session-id): refused, naming why;
+// nothing of the first run is touched.
+TEST(SegmentWriterTest, ANewSessionRefusesAFolderHoldingItsIdsFiles) {
+  testing::TempDir dir;
+  WriterOptions options = SmallFiles(dir.path());
+  options.new_session = true;
+  synthetic::Trace trace;
+  {
+    auto first = SegmentWriter::Create(options, {});
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE((*first)->Append(trace.Next()).ok());
+    ASSERT_TRUE((*first)->Close().ok());
+  }
+  const std::vector<std::string> before = Files(dir.path());
+  auto again = SegmentWriter::Create(options, {});
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(again.status().message().find("session id 'test'"), std::string::npos) << again.status();
+  EXPECT_EQ(Files(dir.path()), before);
+  options.session_id = "other";
+  EXPECT_TRUE(SegmentWriter::Create(options, {}).ok());
+}
+
 TEST(SegmentWriterTest, RejectsBadOptionsNamingTheKey) {
   testing::TempDir dir;
   struct Case {
