@@ -551,6 +551,11 @@ static __always_inline void capture_stacks(void *ctx, __u64 *frames, __u16 *user
 	long n;
 
 	*stack_flags = 0;
+	/* A thread on its way out has let go of its address space: no user
+	 * stack is left to walk, and a walk would read nothing and call that
+	 * a cut. */
+	if (user_stack && !bpf_get_current_task_btf()->mm)
+		user_stack = false;
 	if (user_stack) {
 		if (cfg_unwind_tables && bpf_map_lookup_elem(&unwind_processes, &tgid)) {
 			user = unwind_user_stack(frames, tgid, stack_flags, truncated);

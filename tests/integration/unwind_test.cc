@@ -5,7 +5,7 @@
 // past the trampoline a %return probe puts in place of a return address,
 // through a library loaded with dlopen after attach once its tables are
 // loaded (before that the leaf alone, counted as a cut); a stack deeper than
-// the cap is a cut, not a loss; no user frame is junk and no off-CPU kernel
+// the cap is a cut, not a loss; a thread's exit is no cut; no user frame is junk and no off-CPU kernel
 // stack begins in the tracer. Where code is and which threads exist is read
 // from /proc, not from the trace.
 #include <gtest/gtest.h>
@@ -436,6 +436,32 @@ TEST_P(UnwindTest, StackDeeperThanTheCapIsACutNotALoss) {
   for (const auto& [what, n] : losses) {
     EXPECT_TRUE(format::IsCutKey(what)) << "lost " << n << " " << what;
   }
+  EXPECT_TRUE(run.digest.complete) << testing::WhyIncomplete(run.digest);
+  ExpectSaneStacks(run);
+}
+
+// A thread's last switch and the samples of its exit come after it let go
+// of its address space: nothing is left to walk, which is no cut. Before,
+// every ending thread counted one. What stays cut is a thread inside
+// clone3 (glibc gives the instruction after its system call no CFI) and a
+// new thread before its first return to user mode: a few of thousands.
+TEST_P(UnwindTest, ThreadsThatEndLeaveNoCutStacks) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("threads");
+  const auto in_thread = Matching(run.trace.samples, {Is("start_thread"), Is("short_lived")});
+  EXPECT_GE(in_thread.size(), 100u) << "too few samples in short_lived threads; some are:"
+                                    << ShowSome(All(run.trace.samples));
+  auto count = [&](const std::map<std::string, uint64_t>& counts, const std::string& key) {
+    return counts.contains(key) ? counts.at(key) : 0;
+  };
+  const uint64_t exits = count(run.digest.kinds, "thread_exit");
+  ASSERT_GE(exits, 200u) << "too few threads ended to judge";
+  const uint64_t cut_switches = count(run.digest.losses, "sched/unwind_stopped");
+  EXPECT_LE(cut_switches * 10, exits) << cut_switches << " switch stacks cut, " << exits
+                                      << " threads ended";
+  const uint64_t cut_samples = count(run.digest.losses, "cpu_sample/unwind_stopped");
+  EXPECT_LE(cut_samples * 20, run.trace.samples.size())
+      << cut_samples << " of " << run.trace.samples.size() << " sample stacks cut";
   EXPECT_TRUE(run.digest.complete) << testing::WhyIncomplete(run.digest);
   ExpectSaneStacks(run);
 }

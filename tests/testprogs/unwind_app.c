@@ -10,6 +10,8 @@
  *   signal   main -> interrupted_here, burning; SIGPROF every ms of CPU runs
  *            on_signal -> handler_work, burning ~0.5 ms
  *   recurse  recurse() 1000 frames deep, spinning at the bottom
+ *   threads  main starts short-lived threads, four at a time, each
+ *            start_thread -> short_lived burning ~1 ms then exiting
  *   lib      main -> call_lib -> lib_work (the library) -> app_callback
  *   dlopen   prints "ready", waits for a line on stdin (the tracer has loaded
  *            the unwind tables), waits 300 ms more, loads
@@ -295,6 +297,32 @@ static void run_nested(void)
 		sink += (unsigned long)nest(12);
 }
 
+/* ------------------------------------------------------------ threads */
+
+static unsigned long short_lived_spins;
+
+FRAME void *short_lived(void *unused)
+{
+	(void)unused;
+	sink += spin(short_lived_spins);
+	return NULL;
+}
+
+static void run_threads(void)
+{
+	pthread_t threads[4];
+
+	short_lived_spins = spins_per_ms();
+	ready();
+	for (;;) {
+		for (int i = 0; i < 4; ++i)
+			if (pthread_create(&threads[i], NULL, short_lived, NULL) != 0)
+				exit(1);
+		for (int i = 0; i < 4; ++i)
+			pthread_join(threads[i], NULL);
+	}
+}
+
 /* ---------------------------------------------------------------- lib */
 
 static unsigned long callback_spins;
@@ -367,10 +395,12 @@ int main(int argc, char **argv)
 		sink += (unsigned long)recurse(1000);
 	else if (strcmp(mode, "nested") == 0)
 		run_nested();
+	else if (strcmp(mode, "threads") == 0)
+		run_threads();
 	else if (strcmp(mode, "lib") == 0)
 		run_lib();
 	else if (strcmp(mode, "dlopen") == 0)
 		run_dlopen();
-	fprintf(stderr, "usage: %s cpu|mutex|read|signal|recurse|nested|lib|dlopen\n", argv[0]);
+	fprintf(stderr, "usage: %s cpu|mutex|read|signal|recurse|nested|threads|lib|dlopen\n", argv[0]);
 	return 2;
 }
