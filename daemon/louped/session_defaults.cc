@@ -14,6 +14,7 @@
 
 #include "daemon/base/status_util.h"
 #include "daemon/control/session_options.h"
+#include "daemon/ship/collector_connection.h"
 #include "daemon/ship/outbox.h"
 
 namespace loupe::louped {
@@ -72,6 +73,14 @@ absl::Status CheckEffectiveConfig(const DaemonConfig& config) {
   if (!config.socket_group.empty() && ::getgrnam(config.socket_group.c_str()) == nullptr) {
     return absl::InvalidArgumentError(
         fmt::format("socket_group = '{}': no such group", config.socket_group));
+  }
+  // The shipper opens its collector at startup: the address, token and CA
+  // file as it would take them (no connection is made).
+  if (!config.collector.empty()) {
+    absl::StatusOr<std::unique_ptr<ship::CollectorConnection>> collector =
+        ship::CollectorConnection::Open(
+            {config.collector, config.collector_token_file, config.collector_ca_file});
+    if (!collector.ok()) return collector.status();
   }
   // Every attach reads targets there: it must be a procfs.
   struct statfs fs;

@@ -44,6 +44,22 @@ absl::StatusOr<Family> FamilyOf(std::string_view item, std::string_view list) {
   return ipv4 ? Family::kIpv4 : Family::kIpv6;
 }
 
+// One "host:port": a name or an IP address ([v6] in brackets) and a port;
+// gRPC would otherwise take a missing port as 443, not the collector's.
+absl::Status CheckOneAddress(std::string_view item) {
+  const size_t colon = item.rfind(':');
+  const std::string_view host = item.substr(0, colon == std::string_view::npos ? 0 : colon);
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  if (colon == std::string_view::npos || host.empty() || !IsPort(item.substr(colon + 1)) ||
+      (!bracketed && host.find_first_of(":[]") != std::string_view::npos)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "collector '{}': not <host>:<port> with a port in 1 .. 65535 (an IPv6 address goes in "
+        "brackets: [::1]:7470)",
+        item));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ChannelTarget(std::string_view collectors) {
@@ -55,7 +71,10 @@ absl::StatusOr<std::string> ChannelTarget(std::string_view collectors) {
   for (std::string_view scheme : kSchemes) {
     if (collectors.starts_with(scheme)) return std::string(collectors);
   }
-  if (collectors.find(',') == std::string_view::npos) return std::string(collectors);
+  if (collectors.find(',') == std::string_view::npos) {
+    if (absl::Status status = CheckOneAddress(collectors); !status.ok()) return status;
+    return std::string(collectors);
+  }
 
   std::vector<std::string_view> items;
   std::optional<Family> family;

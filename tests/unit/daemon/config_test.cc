@@ -176,6 +176,18 @@ TEST(EffectiveConfigTest, RefusesWhatEveryAttachWouldRefuseNamingTheKey) {
       {"proc_root that is no procfs",
        [](DaemonConfig& c, const std::string&) { c.proc_root = "/etc"; },
        "proc_root = '/etc': not a procfs"},
+      {"collector with no port",
+       [](DaemonConfig& c, const std::string&) { c.collector = "nocolon"; },
+       "collector 'nocolon': not <host>:<port>"},
+      {"collector port out of range",
+       [](DaemonConfig& c, const std::string&) { c.collector = "collector.example:99999"; },
+       "port in 1 .. 65535"},
+      {"collector token file missing",
+       [](DaemonConfig& c, const std::string&) {
+         c.collector = "collector.example:7470";
+         c.collector_token_file = "/nonexistent/token";
+       },
+       "collector token file"},
       {"output_dir under a file (ENOTDIR, not 'missing')",
        [](DaemonConfig& c, const std::string& f) { c.output_dir = f + "/x"; },
        "/x': Not a directory"},

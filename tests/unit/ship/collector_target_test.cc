@@ -15,6 +15,7 @@ using ship::ChannelTarget;
 TEST(CollectorTargetTest, OneAddressOrATargetIsTakenAsItIs) {
   EXPECT_EQ(*ChannelTarget("collector.example:7470"), "collector.example:7470");
   EXPECT_EQ(*ChannelTarget(" 127.0.0.1:7470 "), "127.0.0.1:7470");
+  EXPECT_EQ(*ChannelTarget("[::1]:7470"), "[::1]:7470");
   EXPECT_EQ(*ChannelTarget("dns:///collector.example:7470"), "dns:///collector.example:7470");
   EXPECT_EQ(*ChannelTarget("ipv4:10.0.0.1:1,10.0.0.2:2"), "ipv4:10.0.0.1:1,10.0.0.2:2");
 }
@@ -25,7 +26,7 @@ TEST(CollectorTargetTest, AListOfAddressesIsOneStaticTarget) {
   EXPECT_EQ(*ChannelTarget("[::1]:7470,[fd00::2]:7470"), "ipv6:[::1]:7470,[fd00::2]:7470");
 }
 
-TEST(CollectorTargetTest, RefusesWhatIsNoAddressList) {
+TEST(CollectorTargetTest, RefusesWhatIsNoAddressOrAddressList) {
   struct Case {
     std::string_view collectors, why;
   } cases[] = {
@@ -37,6 +38,12 @@ TEST(CollectorTargetTest, RefusesWhatIsNoAddressList) {
       {"127.0.0.1:70000,127.0.0.2:7470", "'127.0.0.1:70000' is not"},
       {"::1:7470,::2:7470", "'::1:7470' is not"},
       {"127.0.0.1:7470,[::1]:7470", "mixes IPv4 and IPv6"},
+      {"nocolon", "'nocolon': not <host>:<port>"},
+      {"collector.example:99999", "port in 1 .. 65535"},
+      {"collector.example:0", "port in 1 .. 65535"},
+      {"collector.example:", "not <host>:<port>"},
+      {":7470", "not <host>:<port>"},
+      {"::1:7470", "an IPv6 address goes in brackets"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<std::string> target = ChannelTarget(c.collectors);
