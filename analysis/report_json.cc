@@ -147,7 +147,7 @@ std::string ReportJson(const ReportModel& model, const TraceVerdict& verdict) {
   doc["sched_data"] = model.has_sched_data();
   // false when scheduler events were lost or a switch is missing: threads'
   // times then fall short.
-  doc["times_exact"] = model.times_exact(verdict.SchedLost());
+  doc["times_exact"] = model.times_exact(verdict.SwitchesMayBeLost() + verdict.problems.size());
   doc["trace"] = {{"first_ns", model.first_ns()},
                   {"last_ns", model.last_ns()},
                   {"duration_ns", model.last_ns() - model.first_ns()},

@@ -6,12 +6,22 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/report_model.h"
 #include "daemon/format/loss_tally.h"
 
 namespace loupe::analysis {
+
+// Whether a loss key ("source/reason") may count scheduler events: the
+// sched source's own, and what the merge, writer and shipper lost of every
+// kind (late events, failed writes, evicted or unshipped segments). A
+// thread's times then miss what those switches would have told.
+inline bool MayHoldSwitches(std::string_view what) {
+  return what.starts_with("sched/") || what.starts_with("merge/") || what.starts_with("writer/") ||
+         what.starts_with("shipper/");
+}
 
 // What the trace's segments say about their own completeness.
 struct TraceVerdict {
@@ -23,12 +33,11 @@ struct TraceVerdict {
   std::vector<std::string> notes;
   uint64_t events = 0;
 
-  // Scheduler events lost: a thread's times then miss what those switches
-  // would have told.
-  uint64_t SchedLost() const {
+  // Events lost that may have been scheduler events (MayHoldSwitches).
+  uint64_t SwitchesMayBeLost() const {
     uint64_t lost = 0;
     for (const auto& [what, count] : losses.lost) {
-      if (what.starts_with("sched/")) lost += count;
+      if (MayHoldSwitches(what)) lost += count;
     }
     return lost;
   }

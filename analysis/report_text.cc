@@ -2,6 +2,7 @@
 // their time with evidence and one sentence, then the slowest requests,
 // and only then the whole-trace tables.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -150,6 +151,30 @@ std::string_view LeftBy(format::Unwound unwound) {
   return "";
 }
 
+// Why threads' times may miss switches that happened: events lost that may
+// have been switches, and segments not read whole. Empty when none.
+std::string SwitchLossCause(const TraceVerdict& verdict) {
+  uint64_t sched = 0;
+  std::vector<std::string> of_every_kind;
+  for (const auto& [what, count] : verdict.losses.lost) {
+    if (what.starts_with("sched/")) {
+      sched += count;
+    } else if (MayHoldSwitches(what)) {
+      of_every_kind.push_back(fmt::format("{} {}", what, count));
+    }
+  }
+  std::vector<std::string> causes;
+  if (sched != 0) causes.push_back(fmt::format("{} scheduler events were lost", sched));
+  if (!of_every_kind.empty()) {
+    causes.push_back(
+        fmt::format("events of every kind were lost ({})", fmt::join(of_every_kind, ", ")));
+  }
+  if (!verdict.problems.empty()) {
+    causes.push_back(fmt::format("{} segment(s) could not be read whole", verdict.problems.size()));
+  }
+  return fmt::format("{}", fmt::join(causes, ", and "));
+}
+
 }  // namespace
 
 std::string FrameText(const NamedFrame& frame) {
@@ -175,12 +200,11 @@ std::string ReportText(const ReportModel& model, const TraceVerdict& verdict) {
   if (!model.has_sched_data()) {
     out += fmt::format("hot functions are sampled ({} Hz); percentiles (≈) are within 1.6 %\n",
                        model.sample_hz());
-  } else if (const uint64_t lost = verdict.SchedLost(); lost != 0) {
-    out += fmt::format("times come from context switches, but {} scheduler events were lost: a "
-                       "thread's times miss what they would have told (requests count it as "
-                       "unaccounted); hot functions are sampled ({} Hz); percentiles (≈) are "
-                       "within 1.6 %\n",
-                       lost, model.sample_hz());
+  } else if (const std::string cause = SwitchLossCause(verdict); !cause.empty()) {
+    out += fmt::format("times come from context switches, but {}: a thread's times miss what "
+                       "they would have told (requests count it as unaccounted); hot functions "
+                       "are sampled ({} Hz); percentiles (≈) are within 1.6 %\n",
+                       cause, model.sample_hz());
   } else if (model.unplaced_stretches() != 0) {
     out += fmt::format("times come from context switches, but {} stretch(es) of threads' time ({}) "
                        "have no switch in the trace to place them ({}): they read as unaccounted; "

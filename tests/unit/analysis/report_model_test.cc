@@ -295,6 +295,29 @@ TEST(ReportModelTest, LostSchedulerEventsMakeTimesNotExact) {
   EXPECT_NE(ReportJson(model, {}).find("\"times_exact\":true"), std::string::npos);
 }
 
+// Events of every kind lost on the way to disk (a failed write, an evicted
+// segment) or a segment not read whole hide switches too: that is the
+// cause the report names, not a switch the kernel did not report.
+TEST(ReportModelTest, EventsLostOfEveryKindAndDamagedSegmentsAreNamedAsTheCause) {
+  ReportModel model({});
+  LockWait(model, false);
+  TraceVerdict verdict{.complete = false, .events = 14};
+  verdict.losses.Add("writer/write_failed", 120);
+  verdict.losses.Add("cpu_sample/ring_full", 3);
+  verdict.problems.push_back("s-000002.loupe: block 4 is damaged");
+  const std::string text = ReportText(model, verdict);
+  EXPECT_NE(text.find("times come from context switches, but events of every kind were lost "
+                      "(writer/write_failed 120), and 1 segment(s) could not be read whole"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("cpu_sample/ring_full 3)"), std::string::npos) << text;
+  EXPECT_NE(ReportJson(model, verdict).find("\"times_exact\":false"), std::string::npos);
+
+  TraceVerdict damaged_only{.complete = false, .events = 14};
+  damaged_only.problems.push_back("s-000002.loupe: block 4 is damaged");
+  EXPECT_NE(ReportJson(model, damaged_only).find("\"times_exact\":false"), std::string::npos);
+}
+
 // A --request whose begin probe never fired says so, and its kind shows no
 // percentiles of nothing.
 TEST(ReportModelTest, ARequestPairWhoseProbeNeverFiredIsSaidSo) {
