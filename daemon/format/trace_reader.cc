@@ -33,11 +33,12 @@ struct TraceReader::Chain {
 absl::StatusOr<std::vector<std::string>> ListSegments(const std::string& directory) {
   std::error_code error;
   std::vector<std::string> paths;
+  // Whatever is named like a segment is listed, a regular file or not: a
+  // dangling symlink or a FIFO in a segment's place is a segment that cannot
+  // be read, which the reader says (and the verdict counts), not a file
+  // that was never there.
   for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
-    std::error_code stat_error;
-    if (entry.is_regular_file(stat_error) && IsSegmentName(entry.path().filename().string())) {
-      paths.push_back(entry.path().string());
-    }
+    if (IsSegmentName(entry.path().filename().string())) paths.push_back(entry.path().string());
   }
   if (error) return absl::NotFoundError(fmt::format("list {}: {}", directory, error.message()));
   std::sort(paths.begin(), paths.end());

@@ -4,6 +4,7 @@
 #include "daemon/format/segment_reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -277,6 +278,34 @@ TEST(TraceReaderTest, ACopyOfASegmentIsReadOnce) {
     EXPECT_EQ(summary.records_read, 0u);
   }
   EXPECT_EQ(copies, 2u);
+}
+
+// Something named like a segment that is no file to read (a dangling
+// symlink, a FIFO, a directory) is a segment that cannot be read: listed,
+// with the reason, never skipped as if it had never been there, and never
+// waited on.
+TEST(TraceReaderTest, WhatIsNamedLikeASegmentButIsNoFileIsReportedNotSkipped) {
+  testing::TempDir dir;
+  SmallSegment(dir);
+  std::filesystem::create_symlink(dir.File("moved-away"), dir.File("gone.loupe"));
+  ASSERT_EQ(mkfifo(dir.File("pipe.loupe").c_str(), 0600), 0);
+  std::filesystem::create_directory(dir.File("folder.loupe"));
+
+  auto trace = TraceReader::Open({dir.path()});
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  Record record;
+  while ((*trace)->Next(&record)) {
+  }
+  std::map<std::string, std::string> problems;
+  for (const SegmentSummary& summary : (*trace)->summaries()) {
+    if (summary.opened) continue;
+    ASSERT_EQ(summary.problems.size(), 1u) << summary.path;
+    problems[std::filesystem::path(summary.path).filename()] = summary.problems[0];
+  }
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_NE(problems["gone.loupe"].find("No such file or directory"), std::string::npos);
+  EXPECT_NE(problems["pipe.loupe"].find("not a regular file"), std::string::npos);
+  EXPECT_NE(problems["folder.loupe"].find("not a regular file"), std::string::npos);
 }
 
 TEST(TraceReaderTest, EmptyOrMissingPathsAreClearErrors) {
