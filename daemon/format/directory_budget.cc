@@ -19,12 +19,6 @@
 namespace loupe::format {
 namespace {
 
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 std::string FileName(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -68,6 +62,12 @@ std::optional<SegmentFileFacts> FactsOf(const ScopedFd& fd, const struct stat& s
 }
 
 }  // namespace
+
+int64_t DirectoryBudget::RealtimeNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 std::optional<SegmentFileFacts> ReadSegmentFacts(const std::string& path) {
   struct stat st;
@@ -162,8 +162,10 @@ void DirectoryBudget::Reserve(const std::string& session, uint64_t bytes) {
 void DirectoryBudget::AddSealed(const std::string& session, const std::string& path, uint64_t size,
                                 uid_t owner, const SegmentTally& tally) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t newest = order_.empty() ? INT64_MIN : order_.rbegin()->first;
+  const int64_t order = std::max(realtime_(), newest == INT64_MAX ? newest : newest + 1);
   AddLocked(path,
-            {.session = session, .size = size, .owner = owner, .tally = tally, .order = NowNs()});
+            {.session = session, .size = size, .owner = owner, .tally = tally, .order = order});
 }
 
 std::vector<Eviction> DirectoryBudget::TakeEvictions(const std::string& session) {

@@ -64,8 +64,12 @@ struct Eviction {
 class DirectoryBudget {
  public:
   // `directory` is canonical (no symlinks): one directory, one budget.
-  DirectoryBudget(std::string directory, WriterIdentity identity)
-      : directory_(std::move(directory)), identity_(std::move(identity)) {}
+  // `realtime` is the wall clock seals are dated by (a test sets it back).
+  DirectoryBudget(std::string directory, WriterIdentity identity,
+                  std::function<int64_t()> realtime = RealtimeNs)
+      : directory_(std::move(directory)),
+        identity_(std::move(identity)),
+        realtime_(std::move(realtime)) {}
   DirectoryBudget(const DirectoryBudget&) = delete;
   DirectoryBudget& operator=(const DirectoryBudget&) = delete;
 
@@ -111,8 +115,10 @@ class DirectoryBudget {
     uint64_t size = 0;
     uid_t owner = 0;
     std::optional<SegmentTally> tally;  // unknown for files found on disk
-    // Realtime ns: seal time when added; when found, the header's start
-    // capped by the file's ctime (never its mtime, which the owner sets).
+    // Realtime ns: seal time when added, never before the newest known (a
+    // clock set back must not make the newest segment the first to go);
+    // when found, the header's start capped by the file's ctime (never its
+    // mtime, which the owner sets).
     int64_t order = 0;
   };
   struct Member {
@@ -124,8 +130,11 @@ class DirectoryBudget {
   void AddLocked(const std::string& path, Segment segment);
   uint64_t UsedLocked() const;
 
+  static int64_t RealtimeNs();
+
   const std::string directory_;
   const WriterIdentity identity_;
+  const std::function<int64_t()> realtime_;
   mutable std::mutex mutex_;                         // writers seal and evict on their own threads
   std::map<std::string, Segment> segments_;          // by path
   std::set<std::pair<int64_t, std::string>> order_;  // (order, path), oldest first

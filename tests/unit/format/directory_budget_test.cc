@@ -308,6 +308,33 @@ TEST(DirectoryBudgetTest, ADecoyClaimsOnlyTheDiskItTakesAndNoAgeItSets) {
   EXPECT_TRUE(fs::exists(dir.File(last)));
 }
 
+// The wall clock set back (an NTP step, a mistaken date): a segment sealed
+// after it still counts as newer than those sealed before, so the oldest
+// data goes first, not what was just written.
+TEST(DirectoryBudgetTest, AClockSetBackDoesNotPutTheNewestSegmentFirstToGo) {
+  testing::TempDir dir;
+  Records records;
+  {
+    WriterOptions options = Options(dir.path(), "a", nullptr);
+    options.max_total_size = 64 << 20;  // nothing evicted while writing
+    auto writer = Create(options);
+    for (int i = 0; i < 4000; ++i) ASSERT_TRUE(writer->Append(records.Next()).ok());
+    ASSERT_TRUE(writer->Close().ok());
+  }
+  ASSERT_TRUE(fs::exists(dir.File("a-000001.loupe")));
+  int64_t now = int64_t{1'800'000'000} * 1'000'000'000;
+  DirectoryBudget budget(dir.path(), {"", kOurs}, [&now] { return now; });
+  budget.AddSealed("a", dir.File("a-000000.loupe"), 4096, getuid(), {});
+  now -= int64_t{86'400} * 1'000'000'000;  // set back a day
+  budget.AddSealed("a", dir.File("a-000001.loupe"), 4096, getuid(), {});
+  EXPECT_EQ(budget.SegmentsOf("a"),
+            (std::vector<std::string>{dir.File("a-000000.loupe"), dir.File("a-000001.loupe")}));
+  const std::vector<Eviction> evicted = budget.Enforce("a", 4096, std::nullopt, {});
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].name, "a-000000.loupe");
+  EXPECT_TRUE(fs::exists(dir.File("a-000001.loupe")));
+}
+
 // Someone who predicts the next segment names and takes them first (an
 // active name, a sealed name) costs the writer those names, not its events.
 TEST(DirectoryBudgetTest, SegmentNamesTakenBySomeoneElseAreSkipped) {
