@@ -107,10 +107,13 @@ absl::Status FsSegmentStore::Load() {
         std::optional<v1::StoredSegment> segment =
             ParseStoredName(fmt::format("{}/{}/{}", host_name, day.path().filename().string(),
                                         file.path().filename().string()));
-        std::error_code size_error;
         if (!segment) continue;
-        segment->set_size(file.file_size(size_error));
-        if (!size_error) Index(*std::move(segment));
+        // Stored when it was last written (renamed into place after).
+        struct stat st;
+        if (::stat(file.path().c_str(), &st) != 0) continue;
+        segment->set_size(static_cast<uint64_t>(st.st_size));
+        Index(*std::move(segment), static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
+                                       static_cast<uint64_t>(st.st_mtim.tv_nsec));
       }
     }
   }
@@ -119,10 +122,10 @@ absl::Status FsSegmentStore::Load() {
   return absl::OkStatus();
 }
 
-void FsSegmentStore::Index(v1::StoredSegment segment) {
+void FsSegmentStore::Index(v1::StoredSegment segment, uint64_t stored_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   total_bytes_ += segment.size();
-  by_start_.emplace(segment.start_realtime_ns(), segment.name());
+  by_stored_.emplace(stored_ns, segment.name());
   name_by_identity_[IdentityKey(segment.id())] = segment.name();
   by_name_[segment.name()] = std::move(segment);
 }
@@ -225,7 +228,7 @@ absl::StatusOr<v1::StoredSegment> FsSegmentStore::Commit(std::unique_ptr<StagedU
     return ErrnoStatus("store", final_path.string());
   }
   if (absl::Status synced = SyncDirectory(final_path.parent_path()); !synced.ok()) return synced;
-  Index(stored);
+  Index(stored, RealtimeNs());
   EnforceRetention();
   return stored;
 }
@@ -265,15 +268,12 @@ absl::Status FsSegmentStore::Fetch(const std::string& name, size_t piece_bytes,
 }
 
 void FsSegmentStore::EnforceRetention() {
-  const uint64_t now_ns =
-      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count());
+  const uint64_t now_ns = RealtimeNs();
   std::lock_guard<std::mutex> lock(mutex_);
-  while (!by_start_.empty()) {
-    const auto [start, name] = *by_start_.begin();
-    const bool too_old = limits_.max_age_s != 0 && now_ns > start &&
-                         now_ns - start > limits_.max_age_s * 1'000'000'000;
+  while (!by_stored_.empty()) {
+    const auto [stored, name] = *by_stored_.begin();
+    const bool too_old = limits_.max_age_s != 0 && now_ns > stored &&
+                         now_ns - stored > limits_.max_age_s * 1'000'000'000;
     if (!too_old && total_bytes_ <= limits_.max_total_bytes) break;
     const v1::StoredSegment& segment = by_name_.at(name);
     std::error_code error;
@@ -290,7 +290,7 @@ void FsSegmentStore::EnforceRetention() {
     total_bytes_ -= segment.size();
     name_by_identity_.erase(IdentityKey(segment.id()));
     by_name_.erase(name);
-    by_start_.erase(by_start_.begin());
+    by_stored_.erase(by_stored_.begin());
   }
 }
 

@@ -51,14 +51,18 @@ class FsSegmentStore final : public SegmentStore {
         log_(std::move(log)) {}
   absl::Status RoomToStage(uint64_t size) const;
   absl::Status Load();
-  void Index(v1::StoredSegment segment);
+  // `stored_ns`: when this collector stored it, on its own clock.
+  void Index(v1::StoredSegment segment, uint64_t stored_ns);
 
   const std::string root_;
   std::shared_ptr<spdlog::logger> log_;
   mutable std::mutex mutex_;
   std::map<std::string, v1::StoredSegment> by_name_;
   std::map<std::string, std::string> name_by_identity_;
-  std::set<std::pair<uint64_t, std::string>> by_start_;  // (start, name): retention order
+  // (stored_ns, name): retention order. By when this collector stored a
+  // segment, not when its header says it began: a sender whose clock runs
+  // behind would have its segments evicted the moment they are stored.
+  std::set<std::pair<uint64_t, std::string>> by_stored_;
   uint64_t total_bytes_ = 0;
 };
 

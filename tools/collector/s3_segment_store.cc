@@ -406,12 +406,17 @@ absl::Status S3SegmentStore::Fetch(const std::string& name, size_t piece_bytes,
 }
 
 void S3SegmentStore::EnforceRetention() {
-  std::vector<v1::StoredSegment> segments;
+  // Each segment with when it was stored: its LastModified.
+  struct Stored {
+    std::string stored_at;
+    v1::StoredSegment segment;
+  };
+  std::vector<Stored> segments;
   uint64_t total = 0;
   absl::Status listed = ListObjects(options_.prefix, "", [&](const Listed& object) {
     if (std::optional<v1::StoredSegment> segment = Parse(object)) {
       total += segment->size();
-      segments.push_back(*std::move(segment));
+      segments.push_back({object.last_modified, *std::move(segment)});
     }
     return true;
   });
@@ -419,14 +424,15 @@ void S3SegmentStore::EnforceRetention() {
     log_->error("retention: {}", MessageOf(listed));
     return;
   }
-  std::sort(segments.begin(), segments.end(), [](const auto& a, const auto& b) {
-    return a.start_realtime_ns() < b.start_realtime_ns();
+  // Stored in the same second: the earlier start first.
+  std::sort(segments.begin(), segments.end(), [](const Stored& a, const Stored& b) {
+    if (a.stored_at != b.stored_at) return a.stored_at < b.stored_at;
+    return a.segment.start_realtime_ns() < b.segment.start_realtime_ns();
   });
-  const uint64_t now_ns = static_cast<uint64_t>(time(nullptr)) * 1'000'000'000;
-  for (const v1::StoredSegment& segment : segments) {
-    const uint64_t start = segment.start_realtime_ns();
-    const bool too_old = limits_.max_age_s != 0 && now_ns > start &&
-                         now_ns - start > limits_.max_age_s * 1'000'000'000;
+  const std::string too_old_before =
+      limits_.max_age_s != 0 ? IsoTimeAgo(static_cast<int64_t>(limits_.max_age_s)) : "";
+  for (const auto& [stored_at, segment] : segments) {
+    const bool too_old = stored_at < too_old_before;
     if (!too_old && total <= limits_.max_total_bytes) break;
     // Another collector may delete it at the same time: S3 deletes are
     // idempotent, so both succeed.

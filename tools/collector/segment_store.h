@@ -69,13 +69,17 @@ class SegmentStore {
   virtual absl::Status Fetch(const std::string& name, size_t piece_bytes,
                              const std::function<bool(std::string_view)>& sink) const = 0;
 
-  // Deletes the oldest segments beyond the size and age limits, logging each.
+  // Deletes the segments stored longest ago beyond the size and age limits,
+  // logging each. Both count from when a collector stored a segment, on its
+  // own clock, never from the header's start: a sender whose clock runs
+  // behind would otherwise see its segments deleted as they are stored.
   virtual void EnforceRetention() = 0;
   // Deletes staged uploads nobody resumed within a day.
   virtual void SweepStaging() = 0;
 
  protected:
   explicit SegmentStore(StoreLimits limits) : limits_(limits) {}
+  static uint64_t RealtimeNs();
   const StoreLimits limits_;
 };
 

@@ -105,9 +105,9 @@ TEST_F(CollectorAuthzTest, UploadsOnlyAsGrantedHosts) {
   EXPECT_EQ(StoredFiles("test-host").size(), 1u);
 }
 
-// Retention evicts the oldest first: a segment stamped far in the future
-// (the client writes its own header) would outlast every other client's and
-// push them out. Such an upload is refused before anything is staged.
+// A segment stamped far in the future (the client writes its own header)
+// comes from a host whose clock is wrong; listed by start it would sit out
+// of its place in time. Such an upload is refused before anything is staged.
 TEST_F(CollectorAuthzTest, AStartTimeFarAheadOfTheCollectorsClockIsRefused) {
   auto web_a = As("web-a");
   auto context = web_a->NewContext(std::chrono::seconds(10));

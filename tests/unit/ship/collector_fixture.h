@@ -109,6 +109,7 @@ class CollectorFixture : public ::testing::Test {
   }
 
   std::string store_dir() const { return root_.path() + "/store"; }
+  std::string root_path() const { return root_.path(); }
   std::string tokens_path() const { return root_.path() + "/tokens"; }
   std::string token_path() const { return root_.path() + "/token"; }
 

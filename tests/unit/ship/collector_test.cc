@@ -1,10 +1,13 @@
 // loupe-collector's service over real gRPC on 127.0.0.1, with real segment
 // files: stored once with their digest, resumed, refused when wrong, and
-// kept within the retention budget.
+// kept within the retention budget, counted from when they were stored.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "daemon/ship/segment_upload.h"
 #include "daemon/ship/sha256.h"
@@ -184,6 +187,51 @@ TEST_F(CollectorTest, RetentionEvictsTheOldestBeyondTheSizeLimit) {
   EXPECT_EQ(listed[0].id().sequence(), segments_.size() - 2);
   EXPECT_EQ(listed[1].id().sequence(), segments_.size() - 1);
   EXPECT_LE(store_->total_bytes(), two_newest);
+}
+
+// Segments a host wrote with its clock a month behind, written by the
+// shipper's own code under faketime. The age limit counts from when the
+// collector stored them, on its own clock: kept, also across a restart
+// (before, they were deleted as they were stored, and the shipper dropped
+// its copy). Under the size limit the one stored first goes first, not the
+// one whose header says it is older.
+TEST_F(CollectorTest, AgeAndOrderCountFromStoringNotFromTheSendersClock) {
+  const std::string behind_dir = root_path() + "/behind";
+  fs::create_directory(behind_dir);
+  const std::string command = fmt::format("faketime -f -30d {} write {} behind 20000 262144 2>&1",
+                                          LOUPE_UPLOAD_SEGMENTS_BINARY, behind_dir);
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  ASSERT_EQ(pclose(pipe), 0) << output
+                             << " (faketime: Debian's package, installed by tools/install-deps.sh)";
+  std::istringstream lines(output);
+  const std::string behind = [&] {
+    std::string first;
+    std::getline(lines, first);
+    return first;
+  }();
+  const uint64_t month_ago_ns = BeginFor(segments_[0]).start_realtime_ns() - 25ull * 86'400'000'000'000;
+  ASSERT_LT(BeginFor(behind).start_realtime_ns(), month_ago_ns) << "not written a month behind";
+
+  const uint64_t week_s = 7 * 86'400;
+  StopServer();
+  StartServer({.root = store_dir(), .max_age_s = week_s});
+  auto connection = Connect();
+  ASSERT_TRUE(ship::UploadSegment(*connection, segments_[0], {}).ok());
+  ASSERT_TRUE(ship::UploadSegment(*connection, behind, {}).ok());
+  store_->EnforceRetention();
+  EXPECT_EQ(Listed(*connection).size(), 2u);
+
+  StopServer();
+  StartServer({.root = store_dir(), .max_total_bytes = fs::file_size(behind), .max_age_s = week_s});
+  store_->EnforceRetention();
+  connection = Connect();
+  const std::vector<v1::StoredSegment> kept = Listed(*connection);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].id().session_id(), "behind");
 }
 
 }  // namespace
