@@ -37,6 +37,9 @@ echo go >&"$shim_fd"
 wait "$tracer" || true
 grep -q "warning.* --usdt 'nosuch:\*': no probe matches" "$work/embedded.err" \
   || fail "no warning for a probe that matches nothing: $(cat "$work/embedded.err")"
+# The attach's closing summary repeats it next to its verdict, as verify does.
+grep -q "^note: --uprobe 'libc:no_such_function%return' in pid $shim_pid: no symbol" \
+  "$work/embedded.out" || fail "attach's summary has no note of it: $(cat "$work/embedded.out")"
 "$tracectl" verify "$work/embedded" > "$work/embedded.verify" || true
 # ... and the trace says so too, not only the attach's log.
 grep -q "note: --uprobe 'libc:no_such_function%return' in pid $shim_pid: no symbol" \

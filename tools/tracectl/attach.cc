@@ -130,6 +130,9 @@ struct Outcome {
   uint64_t segments = 0, events = 0, bytes = 0;
   std::map<std::string, uint64_t> losses;
   std::string end_error;  // the session's end failed: a segment not written or sealed
+  // What was asked and not traced (probes not placed, a target that exec'd
+  // past its probes), as the trailers' notes say it to verify and report.
+  std::vector<std::string> notes;
 };
 
 // The figures are printed whatever happened at the end: a full disk is a
@@ -140,6 +143,7 @@ int PrintOutcome(const Outcome& outcome) {
              static_cast<double>(outcome.bytes) / 1e6);
   const format::LossTally tally = format::TallyLosses(outcome.losses);
   for (const std::string& line : tally.Lines()) fmt::print("{}\n", line);
+  for (const std::string& note : outcome.notes) fmt::print("note: {}\n", note);
   if (!outcome.end_error.empty()) fmt::print("error at the end: {}\n", outcome.end_error);
   const bool complete = tally.complete() && outcome.end_error.empty();
   fmt::print("verdict: {}\n", complete ? "complete" : "INCOMPLETE");
@@ -244,6 +248,7 @@ int AttachThroughDaemon(DaemonClient& daemon, const AttachOptions& attach,
                   final_status->events(), final_status->bytes_written()};
   for (const auto& [what, count] : final_status->losses()) outcome.losses[what] = count;
   outcome.end_error = final_status->end_error();
+  outcome.notes.assign(final_status->warnings().begin(), final_status->warnings().end());
   if (!interrupted && !final_status->ended_because().empty()) {
     fmt::print(stderr, "tracectl: session {} ended in louped: {}\n", final_status->session_id(),
                final_status->ended_because());
@@ -298,7 +303,7 @@ int AttachEmbedded(const AttachOptions& attach, v1::AttachRequest request) {
   const session::SessionStats stats = (*session)->stats();
   return PrintOutcome({stats.directory, stats.id, stats.segments, stats.events,
                        stats.bytes_written, stats.losses,
-                       stopped.ok() ? "" : std::string(MessageOf(stopped))});
+                       stopped.ok() ? "" : std::string(MessageOf(stopped)), stats.warnings});
 }
 
 }  // namespace
