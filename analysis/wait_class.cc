@@ -22,6 +22,9 @@ struct KernelRule {
   Patterns functions;
 };
 const KernelRule kKernelRules[] = {
+    // Frozen by the cgroup freezer (v1's __refrigerator, v2's trap) or a
+    // suspend: held, like a stopped thread, whatever it was doing.
+    {WaitClass::kStopped, {"__refrigerator", "do_freezer_trap"}},
     {WaitClass::kTracer, {"uprobe", "handle_swbp", "uretprobe"}},
     {WaitClass::kPageFault,
      {"exc_page_fault", "do_user_addr_fault", "handle_mm_fault", "__do_fault", "filemap_fault",
@@ -110,7 +113,7 @@ constexpr std::array<std::string_view, kWaitClassCount> kPhrases = {
     "sleeping",
     "in page faults",
     "inside the tracer's uprobe handling (Loupe's own cost, not the application's)",
-    "stopped by a signal (SIGSTOP) or a debugger",
+    "stopped by a signal (SIGSTOP), a debugger or a frozen cgroup",
     "waiting for a child process",
     "waiting for a signal",
     "asleep since before the trace began (the switch-out that tells why is not in it)",
@@ -125,8 +128,9 @@ std::string_view WaitClassPhrase(WaitClass wait) { return kPhrases[static_cast<i
 Classified ClassifyWait(uint32_t prev_state, std::span<const NamedFrame> kernel,
                         std::span<const NamedFrame> user) {
   // The stacks say more than S or D (D without a telling stack is "other");
-  // a stopped thread is stopped, whatever it was doing.
-  if ((format::TaskState(prev_state) & (format::kTaskStopped | format::kTaskTraced)) != 0) {
+  // a stopped or frozen thread is held, whatever it was doing.
+  if ((format::TaskState(prev_state) &
+       (format::kTaskStopped | format::kTaskTraced | format::kTaskFrozen)) != 0) {
     return {WaitClass::kStopped, -1};
   }
   if (format::TaskState(prev_state) == 0 && kernel.empty() && user.empty()) {

@@ -22,7 +22,7 @@ enum class WaitClass : uint8_t {
   kSleep,       // nanosleep and other timed sleeps
   kPageFault,   // a page fault or memory reclaim
   kTracer,      // inside the kernel's uprobe handling: the tracer's cost, not the application's
-  kStopped,     // stopped by a signal (SIGSTOP) or a debugger
+  kStopped,     // stopped by a signal (SIGSTOP), a debugger, or frozen (cgroup freezer)
   kChild,       // waitpid, wait4, waitid: for a child process to exit or stop
   kSignal,      // sigwaitinfo, sigtimedwait, sigsuspend
   // Asleep when recording began: the switch-out that would tell why came

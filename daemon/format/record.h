@@ -176,6 +176,9 @@ inline constexpr uint32_t kTaskDead = 0x80;
 // The kernel's __TASK_STOPPED and __TASK_TRACED: stopped by a signal
 // (SIGSTOP, SIGTSTP) or by a debugger.
 inline constexpr uint32_t kTaskStopped = 0x4, kTaskTraced = 0x8;
+// The kernel's TASK_FROZEN (Linux 6.1+): held by the cgroup freezer or a
+// system suspend (before 6.1 a frozen thread sleeps in __refrigerator as D).
+inline constexpr uint32_t kTaskFrozen = 0x8000;
 // In prev_state: a switch the kernel did not report, placed by its own
 // accounting of when the next thread began to run (docs/format.md).
 inline constexpr uint32_t kSwitchInferred = 1u << 30;

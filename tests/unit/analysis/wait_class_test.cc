@@ -108,6 +108,21 @@ TEST(WaitClassTest, AStoppedThreadIsStopped) {
   EXPECT_EQ(WaitClassName(WaitClass::kStopped), "stopped");
 }
 
+// A thread frozen by the cgroup freezer is held like a stopped one: by its
+// state on Linux 6.1+ (TASK_FROZEN, as a real v1 freeze recorded it), by
+// its stack before (D in __refrigerator) and in v2's freezer trap.
+TEST(WaitClassTest, AFrozenThreadIsStoppedNotOther) {
+  const auto v1 = {"__schedule", "schedule", "__refrigerator", "get_signal",
+                   "arch_do_signal_or_restart", "irqentry_exit_to_user_mode"};
+  EXPECT_EQ(Classify(v1, {"main"}, 0x8000), WaitClass::kStopped);
+  EXPECT_EQ(Classify(v1, {"main"}, 0x2), WaitClass::kStopped);
+  EXPECT_EQ(Classify({}, {"main"}, 0x8000), WaitClass::kStopped);
+  EXPECT_EQ(Classify({"schedule", "do_freezer_trap", "get_signal"}, {"main"}, 0x1),
+            WaitClass::kStopped);
+  EXPECT_EQ(WaitClassPhrase(WaitClass::kStopped),
+            "stopped by a signal (SIGSTOP), a debugger or a frozen cgroup");
+}
+
 // A wait that began before recording did has neither its switch-out's
 // state nor its stacks; a traced one without stacks (--offcpu-stacks none)
 // still has its state, and is "other".
