@@ -25,6 +25,8 @@ packages=(
   libc6-dbg
   # the object-store test: OpenStack Swift with s3api, started on loopback
   swift-proxy swift-account swift-container swift-object curl
+  # a Rust program whose panics unwind probed calls (the return probe test)
+  rustc
   # a sending host whose clock runs behind, for the collector's retention test
   faketime
   # protobuf's .proto parser (compiler::Importer): the Perfetto export test

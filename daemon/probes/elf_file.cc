@@ -119,6 +119,11 @@ bool ElfFile::HasSymbolTable() const {
 }
 
 std::optional<ElfSymbol> ElfFile::FindSymbol(const std::string& name) const {
+  return FindSymbolWhere([&name](std::string_view symbol) { return symbol == name; });
+}
+
+std::optional<ElfSymbol> ElfFile::FindSymbolWhere(
+    const std::function<bool(std::string_view)>& matches) const {
   for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
     GElf_Shdr header;
     Elf_Scn* section = FindSectionOfType(elf_.get(), type, &header);
@@ -131,7 +136,7 @@ std::optional<ElfSymbol> ElfFile::FindSymbol(const std::string& name) const {
       if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) break;
       if (symbol.st_shndx == SHN_UNDEF || symbol.st_value == 0) continue;
       const char* symbol_name = elf_strptr(elf_.get(), header.sh_link, symbol.st_name);
-      if (symbol_name == nullptr || name != symbol_name) continue;
+      if (symbol_name == nullptr || !matches(symbol_name)) continue;
       return ElfSymbol{.address = symbol.st_value,
                        .size = symbol.st_size,
                        .global = GELF_ST_BIND(symbol.st_info) != STB_LOCAL};

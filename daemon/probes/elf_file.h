@@ -5,9 +5,11 @@
 #define LOUPE_DAEMON_PROBES_ELF_FILE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +42,9 @@ class ElfFile {
   absl::StatusOr<std::vector<UsdtNote>> UsdtNotes() const;
   // A function or object by name, from .symtab, else .dynsym.
   std::optional<ElfSymbol> FindSymbol(const std::string& name) const;
+  // The first whose name `matches`, from .symtab, else .dynsym.
+  std::optional<ElfSymbol> FindSymbolWhere(
+      const std::function<bool(std::string_view)>& matches) const;
   bool HasSymbolTable() const;
   // Built by Go's toolchain: its runtime moves goroutine stacks and reads
   // their return addresses, so a return probe (which replaces one) kills it.

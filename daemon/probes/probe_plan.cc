@@ -82,6 +82,8 @@ struct RuntimeProbe {
   std::vector<std::string_view> functions;
   bool (*is_runtime)(const ElfFile& file);
   std::string_view calls_left;  // the calls that cannot end without it
+  // Whether a symbol is `function`; unset: named exactly so.
+  bool (*is_function)(std::string_view symbol, std::string_view function) = nullptr;
 };
 
 // A call a C++ exception unwinds ends where it is caught. The C++ runtime
@@ -93,6 +95,27 @@ const RuntimeProbe kCatchProbe = {
     .functions = {"__cxa_begin_catch"},
     .is_runtime = [](const ElfFile&) { return true; },
     .calls_left = "calls a C++ exception unwinds",
+};
+
+// A call a Rust panic unwinds ends where catch_unwind catches it (a
+// thread's or a task's guard, a server's per-request one): the catching
+// frame calls std's cleanup of the panic's payload, which std links into
+// the program. Its path is std::panicking::catch_unwind::cleanup
+// (std::panicking::try::cleanup in older Rust), mangled by either scheme,
+// legacy (_ZN…E) or v0 (_R…), both of which spell each segment
+// <length><name>.
+const RuntimeProbe kPanicCatchProbe = {
+    .name = kExceptionCaughtProbe,
+    .program = ProbeProgram::kExceptionCatch,
+    .functions = {"std::panicking::catch_unwind::cleanup"},
+    .is_runtime = [](const ElfFile& file) { return file.HasExceptionTables(); },
+    .calls_left = "calls a Rust panic unwinds",
+    .is_function =
+        [](std::string_view symbol, std::string_view) {
+          return (symbol.starts_with("_ZN") || symbol.starts_with("_R")) &&
+                 (symbol.find("3std9panicking12catch_unwind7cleanup") != std::string_view::npos ||
+                  symbol.find("3std9panicking3try7cleanup") != std::string_view::npos);
+        },
 };
 
 // A call a longjmp leaves ends at the jump: PostgreSQL's errors, Lua's,
@@ -128,6 +151,7 @@ class Planner {
     for (const UprobeRequest& request : requests_.uprobes) AddUprobe(pid, objects, request);
     if (returns_probed_) {
       AddRuntimeProbe(pid, objects, kCatchProbe);
+      AddRuntimeProbe(pid, objects, kPanicCatchProbe);
       AddRuntimeProbe(pid, objects, kLongjmpProbes);
     }
   }
@@ -511,9 +535,9 @@ class Planner {
   }
 
   // Probes the functions of a process's runtime where calls end without a
-  // return (kCatchProbe, kLongjmpProbes): each of the probe's functions in
-  // the first of its files that defines one and is that runtime's, each
-  // address once (aliases share one).
+  // return (kCatchProbe, kPanicCatchProbe, kLongjmpProbes): each of the
+  // probe's functions in the first of its files that defines one and is
+  // that runtime's, each address once (aliases share one).
   void AddRuntimeProbe(uint32_t pid, const std::vector<std::string>& objects,
                        const RuntimeProbe& probe) {
     for (const std::string& object : objects) {
@@ -521,7 +545,12 @@ class Planner {
       if (file == nullptr || !probe.is_runtime(*file)) continue;
       std::map<uint64_t, std::string> sites;
       for (const std::string_view function : probe.functions) {
-        std::optional<ElfSymbol> symbol = file->FindSymbol(std::string(function));
+        std::optional<ElfSymbol> symbol =
+            probe.is_function == nullptr
+                ? file->FindSymbol(std::string(function))
+                : file->FindSymbolWhere([&](std::string_view name) {
+                    return probe.is_function(name, function);
+                  });
         if (symbol) sites.try_emplace(symbol->address, function);
       }
       if (sites.empty()) continue;

@@ -8,7 +8,8 @@
 #   C++ and in a C library that calls back into C++ alike: every call that
 #   returned is seen to, exactly, and each call an exception left ends
 #   where it was caught (__cxa_begin_catch), marked unwound; so does each
-#   call a longjmp left, at the jump (glibc's siglongjmp, __longjmp_chk).
+#   call a longjmp left, at the jump (glibc's siglongjmp, __longjmp_chk),
+#   and each call a Rust panic left, where catch_unwind caught it.
 # - Go: refused, with a note in the trace; an entry probe still works.
 set -euo pipefail
 tracectl=$1 throw_through=$2 source=$3 longjmp_through=$4 longjmp_through_chk=$5
@@ -91,6 +92,13 @@ for program in "$longjmp_through" "$longjmp_through_chk"; do
   unwound c longjmp longjmped
   rm -rf "$work"/c.* "$work/c"
 done
+
+# Every third call left by a Rust panic, caught by catch_unwind in main.
+command -v rustc > /dev/null || fail "rustc is not installed (rustc)"
+rustc -O -g --edition 2021 -o "$work/panic_through" "$source/tests/testprogs/panic_through.rs" \
+  || fail "rustc of tests/testprogs/panic_through.rs"
+traced rust "$work/panic_through" 3000 "$work/panic_through:handle%return"
+unwound rust exception unwound
 
 # The unwinder itself: each throw runs through _Unwind_RaiseException. Its
 # code has instructions the decoder does not know (CET's rdssp): the
