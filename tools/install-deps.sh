@@ -16,6 +16,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libsystemd-dev libssl-dev
   nlohmann-json3-dev
+  # Rust's v0 symbol names: libiberty's demangler
+  libiberty-dev
   # the collector's S3 client
   libcurl4-openssl-dev
   # tests and benchmarks

@@ -1,6 +1,5 @@
 #include "daemon/symbols/elf_symbolizer.h"
 
-#include <cxxabi.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -9,6 +8,8 @@
 
 #include <cstdlib>
 #include <cstring>
+
+#include "daemon/symbols/demangle.h"
 
 namespace loupe::symbols {
 namespace {
@@ -53,20 +54,6 @@ void CallSite(Dwarf_Die* inlined, Dwarf_Die* cu, std::string* file, uint32_t* li
 }
 
 }  // namespace
-
-std::string Demangle(const char* name) {
-  if (name == nullptr) return "";
-  // Only Itanium-mangled names: __cxa_demangle also reads a bare type
-  // encoding, so a C function named w, x or i would read as wchar_t,
-  // long long or int.
-  if (std::strncmp(name, "_Z", 2) != 0) return name;
-  int status = 0;
-  char* readable = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  if (readable == nullptr) return name;
-  std::string result(readable);
-  std::free(readable);
-  return result;
-}
 
 ElfSymbolizer::ElfSymbolizer(const ObjectFile& object) {
   dwfl_ = dwfl_begin(&kCallbacks);

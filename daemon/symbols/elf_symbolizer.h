@@ -51,9 +51,6 @@ class ElfSymbolizer {
   std::string note_;
 };
 
-// The readable form of a C++ (or Rust legacy) mangled name; others as they are.
-std::string Demangle(const char* name);
-
 }  // namespace loupe::symbols
 
 #endif  // LOUPE_DAEMON_SYMBOLS_ELF_SYMBOLIZER_H_

@@ -453,7 +453,9 @@ TEST(ShimForkTest, AWorkerForkedWhileTracedLivesWithTrapSitesAndIsWarnedOfOtherw
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << name << ": status " << status;
       EXPECT_FALSE(warned) << ::testing::PrintToString(warnings);
     } else {
-      if (WIFSIGNALED(status)) EXPECT_TRUE(optimized) << "the child died otherwise: " << status;
+      if (WIFSIGNALED(status)) {
+        EXPECT_TRUE(optimized) << "the child died otherwise: " << status;
+      }
       EXPECT_EQ(warned, optimized) << ::testing::PrintToString(warnings);
     }
   }
@@ -505,7 +507,9 @@ TEST(FramesTest, AFrameNamesItsFunctionAndAColdPartIsRefused) {
   ASSERT_NE(function, 0u);
   ASSERT_NE(cold, 0u) << "throw_through has no .cold part to test with";
   for (const bool stripped : {false, true}) {
-    if (stripped) ASSERT_EQ(std::system(("strip --strip-all " + program_path).c_str()), 0);
+    if (stripped) {
+      ASSERT_EQ(std::system(("strip --strip-all " + program_path).c_str()), 0);
+    }
     absl::StatusOr<std::unique_ptr<probes::ElfFile>> file = probes::ElfFile::Open(program_path);
     ASSERT_TRUE(file.ok()) << file.status();
     absl::StatusOr<probes::ElfFunction> found = (*file)->FunctionAt(function);

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "daemon/symbols/address_spaces.h"
+#include "daemon/symbols/demangle.h"
 #include "daemon/symbols/elf_symbolizer.h"
 #include "daemon/symbols/kernel_symbols.h"
 #include "daemon/symbols/perf_map.h"
@@ -90,6 +91,22 @@ TEST(DemangleTest, OnlyMangledNamesAreDemangled) {
   EXPECT_EQ(Demangle("_ZN4loup3runEv"), "loup::run()");
   EXPECT_EQ(Demangle("_Z"), "_Z");  // not a whole mangled name: kept
   EXPECT_EQ(Demangle(nullptr), "");
+}
+
+// Rust's std is v0-mangled by recent toolchains, and legacy names end in a
+// hash: both read as paths, as perf and debuggers print them (names taken
+// from rustc 1.95's and 1.63's output).
+TEST(DemangleTest, RustNamesOfBothSchemesReadAsPaths) {
+  EXPECT_EQ(Demangle("_RNvNtNtCsjrHSEGnQ3l9_3std6thread9functions5sleep"),
+            "std::thread::functions::sleep");
+  EXPECT_EQ(Demangle("_RNvCsfLfy6EI15iL_7___rustc20___rust_panic_cleanup"),
+            "__rustc::__rust_panic_cleanup");
+  EXPECT_EQ(Demangle("_ZN1p4main17h5c88a7e8304aa465E"), "p::main");
+  EXPECT_EQ(Demangle("_ZN3std9panicking3try7cleanup17h0123456789abcdefE"),
+            "std::panicking::try::cleanup");
+  // C++ with an 'h' segment is C++, and what libiberty cannot read is kept.
+  EXPECT_EQ(Demangle("_ZN4loup3runEv"), "loup::run()");
+  EXPECT_EQ(Demangle("_RNotRust"), "_RNotRust");
 }
 
 TEST(KernelSymbolsTest, NamesTextSymbolsAndSaysWhenAddressesAreHidden) {
