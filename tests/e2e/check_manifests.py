@@ -110,11 +110,18 @@ def config_of(objects, name, namespace):
 def check_config(objects, text, louped, where):
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
         f.write(text)
+    # The token is the pod's, mounted from a Secret: a stand-in here, read
+    # as the shipper reads the real one.
+    with tempfile.NamedTemporaryFile("w", suffix=".token", delete=False) as token:
+        token.write("stand-in-token-0123456789\n")
     # --check-config also checks the host (proc_root is a procfs): the
     # node's /proc, mounted at /host/proc in the pod, is this machine's /proc.
-    result = subprocess.run([louped, "--config", f.name, "--check-config", "--proc-root", "/proc"],
-                            capture_output=True, text=True)
+    command = [louped, "--config", f.name, "--check-config", "--proc-root", "/proc"]
+    if re.search(r'^collector_token_file = ', text, re.M):
+        command += ["--collector-token-file", token.name]
+    result = subprocess.run(command, capture_output=True, text=True)
     os.unlink(f.name)
+    os.unlink(token.name)
     if result.returncode != 0:
         fail(f"{where}: louped.toml is refused: {result.stderr.strip()}")
     match = re.search(r'^collector = "([^".]+)\.([^".]+)\.svc:(\d+)"', text, re.M)
@@ -149,6 +156,10 @@ def main():
         text = config_of(objects, config_map, namespace)
         where = f"{o['_file']} {o['kind']}/{o['metadata']['name']}"
         check_config(objects, text, louped, where)
+        # The token file the config names is where the pod mounts it.
+        token_file = re.search(r'^collector_token_file = "([^"]+)"', text, re.M)
+        if token_file and os.path.dirname(token_file.group(1)) not in mounts:
+            fail(f"{where}: collector_token_file {token_file.group(1)} is in no mounted volume")
         if o["kind"] == "DaemonSet":
             if spec.get("hostPID") is not True:
                 fail(f"{where}: the DaemonSet must run in the host's PID namespace (hostPID)")
