@@ -294,6 +294,28 @@ static long note_mapping(struct task_struct *task, struct vm_area_struct *vma, v
 	return 0;
 }
 
+/* An entry at stack pointer `sp` whose two values are the bounds of the
+ * mapping that stack is in (none when `bounds` is empty): where an
+ * exception is caught or a longjmp lands, for the daemon to end the calls
+ * left below it on that stack. */
+static __always_inline void submit_unwinding(struct pt_regs *ctx, __u64 id, __u64 sp,
+					     const struct stack_bounds *bounds)
+{
+	struct loupe_uprobe_event *rec;
+
+	rec = reserve_record(sizeof(*rec), LOUPE_REC_UPROBE_ENTRY, LOUPE_CNT_RING_FULL_UPROBE);
+	if (!rec)
+		return;
+	rec->tid = (__u32)id;
+	rec->tgid = id >> 32;
+	rec->probe = bpf_get_attach_cookie(ctx) >> 8;
+	rec->arg_count = bounds->end != 0 ? 2 : 0;
+	rec->values[0] = bounds->start;
+	rec->values[1] = bounds->end;
+	rec->sp = sp;
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+}
+
 /* __cxa_begin_catch, where a C++ exception is caught: an entry whose two
  * values are the bounds of the mapping its stack pointer is in, so that
  * the daemon ends only the calls the exception unwound on this stack, not
@@ -304,24 +326,13 @@ int handle_uprobe_catch(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct stack_bounds bounds = {};
-	struct loupe_uprobe_event *rec;
 	__u64 sp;
 
 	if (!wanted(id))
 		return 0;
 	sp = user_regs(ctx)->sp;
 	bpf_find_vma(bpf_get_current_task_btf(), sp, note_mapping, &bounds, 0);
-	rec = reserve_record(sizeof(*rec), LOUPE_REC_UPROBE_ENTRY, LOUPE_CNT_RING_FULL_UPROBE);
-	if (!rec)
-		return 0;
-	rec->tid = (__u32)id;
-	rec->tgid = id >> 32;
-	rec->probe = bpf_get_attach_cookie(ctx) >> 8;
-	rec->arg_count = bounds.end != 0 ? 2 : 0;
-	rec->values[0] = bounds.start;
-	rec->values[1] = bounds.end;
-	rec->sp = sp;
-	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	submit_unwinding(ctx, id, sp, &bounds);
 	return 0;
 }
 
@@ -343,7 +354,6 @@ int handle_uprobe_longjmp(struct pt_regs *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct stack_bounds bounds = {};
-	struct loupe_uprobe_event *rec;
 	__u64 mangled, guard, sp;
 	__u64 fsbase;
 
@@ -357,19 +367,8 @@ int handle_uprobe_longjmp(struct pt_regs *ctx)
 		return 0;
 	sp = ((mangled >> 17) | (mangled << 47)) ^ guard;
 	bpf_find_vma(task, sp, note_mapping, &bounds, 0);
-	if (bounds.end == 0)
-		return 0;
-	rec = reserve_record(sizeof(*rec), LOUPE_REC_UPROBE_ENTRY, LOUPE_CNT_RING_FULL_UPROBE);
-	if (!rec)
-		return 0;
-	rec->tid = (__u32)id;
-	rec->tgid = id >> 32;
-	rec->probe = bpf_get_attach_cookie(ctx) >> 8;
-	rec->arg_count = 2;
-	rec->values[0] = bounds.start;
-	rec->values[1] = bounds.end;
-	rec->sp = sp;
-	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	if (bounds.end != 0)
+		submit_unwinding(ctx, id, sp, &bounds);
 	return 0;
 }
 

@@ -35,6 +35,34 @@ Elf_Scn* FindSectionOfType(Elf* elf, uint32_t type, GElf_Shdr* header) {
   return nullptr;
 }
 
+struct NamedSymbol {
+  GElf_Sym symbol;
+  std::string_view name;  // "" when unreadable; the file's string table holds it
+};
+
+// The first symbol defined in the file, of .symtab then .dynsym, that
+// `matches`.
+std::optional<NamedSymbol> FirstSymbol(
+    Elf* elf, const std::function<bool(const GElf_Sym&, std::string_view)>& matches) {
+  for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
+    GElf_Shdr header;
+    Elf_Scn* section = FindSectionOfType(elf, type, &header);
+    if (section == nullptr || header.sh_entsize == 0) continue;
+    Elf_Data* data = elf_getdata(section, nullptr);
+    if (data == nullptr) continue;
+    const size_t count = header.sh_size / header.sh_entsize;
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Sym symbol;
+      if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) break;
+      if (symbol.st_shndx == SHN_UNDEF) continue;
+      const char* name = elf_strptr(elf, header.sh_link, symbol.st_name);
+      const std::string_view readable = name != nullptr ? name : "";
+      if (matches(symbol, readable)) return NamedSymbol{symbol, readable};
+    }
+  }
+  return std::nullopt;
+}
+
 // A part split off a function has no entry a call could be timed from.
 absl::Status SplitOff(uint64_t file_offset) {
   return absl::InvalidArgumentError(fmt::format(
@@ -124,25 +152,14 @@ std::optional<ElfSymbol> ElfFile::FindSymbol(const std::string& name) const {
 
 std::optional<ElfSymbol> ElfFile::FindSymbolWhere(
     const std::function<bool(std::string_view)>& matches) const {
-  for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
-    GElf_Shdr header;
-    Elf_Scn* section = FindSectionOfType(elf_.get(), type, &header);
-    if (section == nullptr || header.sh_entsize == 0) continue;
-    Elf_Data* data = elf_getdata(section, nullptr);
-    if (data == nullptr) continue;
-    const size_t count = header.sh_size / header.sh_entsize;
-    for (size_t i = 0; i < count; ++i) {
-      GElf_Sym symbol;
-      if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) break;
-      if (symbol.st_shndx == SHN_UNDEF || symbol.st_value == 0) continue;
-      const char* symbol_name = elf_strptr(elf_.get(), header.sh_link, symbol.st_name);
-      if (symbol_name == nullptr || !matches(symbol_name)) continue;
-      return ElfSymbol{.address = symbol.st_value,
-                       .size = symbol.st_size,
-                       .global = GELF_ST_BIND(symbol.st_info) != STB_LOCAL};
-    }
-  }
-  return std::nullopt;
+  const std::optional<NamedSymbol> found =
+      FirstSymbol(elf_.get(), [&](const GElf_Sym& symbol, std::string_view name) {
+        return symbol.st_value != 0 && !name.empty() && matches(name);
+      });
+  if (!found) return std::nullopt;
+  return ElfSymbol{.address = found->symbol.st_value,
+                   .size = found->symbol.st_size,
+                   .global = GELF_ST_BIND(found->symbol.st_info) != STB_LOCAL};
 }
 
 absl::StatusOr<uint64_t> ElfFile::FileOffset(uint64_t address) const {
@@ -180,26 +197,16 @@ absl::StatusOr<ElfFunction> ElfFile::FunctionAt(uint64_t file_offset) const {
     return absl::InvalidArgumentError(
         fmt::format("file offset {:#x} is in none of {}'s code", file_offset, path_));
   }
-  for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
-    GElf_Shdr header;
-    Elf_Scn* section = FindSectionOfType(elf_.get(), type, &header);
-    if (section == nullptr || header.sh_entsize == 0) continue;
-    Elf_Data* data = elf_getdata(section, nullptr);
-    if (data == nullptr) continue;
-    for (size_t i = 0; i < header.sh_size / header.sh_entsize; ++i) {
-      GElf_Sym symbol;
-      if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) break;
-      if (GELF_ST_TYPE(symbol.st_info) != STT_FUNC || symbol.st_shndx == SHN_UNDEF ||
-          *address < symbol.st_value || *address >= symbol.st_value + symbol.st_size) {
-        continue;
-      }
-      const char* name = elf_strptr(elf_.get(), header.sh_link, symbol.st_name);
-      if (name != nullptr && std::string_view(name).ends_with(".cold")) {
-        return SplitOff(file_offset);
-      }
-      return ElfFunction{name != nullptr ? name : "",
-                         {symbol.st_value, symbol.st_size, GELF_ST_BIND(symbol.st_info) != STB_LOCAL}};
-    }
+  const std::optional<NamedSymbol> found =
+      FirstSymbol(elf_.get(), [&](const GElf_Sym& symbol, std::string_view) {
+        return GELF_ST_TYPE(symbol.st_info) == STT_FUNC && *address >= symbol.st_value &&
+               *address < symbol.st_value + symbol.st_size;
+      });
+  if (found) {
+    if (found->name.ends_with(".cold")) return SplitOff(file_offset);
+    return ElfFunction{std::string(found->name),
+                       {found->symbol.st_value, found->symbol.st_size,
+                        GELF_ST_BIND(found->symbol.st_info) != STB_LOCAL}};
   }
   // Each function's FDE covers exactly its code (a .cold part has its own).
   absl::StatusOr<symbols::CodeExtent> extent = symbols::FdeExtentAt(fd_.get(), *address);

@@ -263,6 +263,18 @@ TEST(UprobePairerTest, ByTheStackPointerAReturnIsItsOwnCallsPastAnException) {
   EXPECT_EQ(pairer.open_calls(), 0u);
 }
 
+// The calls an exception or a longjmp left in the two cases below: step
+// (entered 30 ns before) and handle (40 ns), innermost first.
+void ExpectStepAndHandleLeft(const std::vector<format::UprobeReturn>& left, format::Unwound by) {
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].probe, kProbeNames[2]);
+  EXPECT_EQ(left[0].duration_ns, 30u);
+  EXPECT_EQ(left[0].unwound, by);
+  EXPECT_EQ(left[1].probe, kProbeNames[1]);
+  EXPECT_EQ(left[1].duration_ns, 40u);
+  EXPECT_EQ(left[1].unwound, by);
+}
+
 // handle(1) -> step() throws; handle's caller catches (its frame's calls
 // have handle's stack pointer), so both end there, innermost first, marked
 // unwound. serve(), which called the catcher, runs on and returns.
@@ -288,14 +300,7 @@ TEST(UprobePairerTest, ACatchEndsTheCallsTheExceptionUnwound) {
     }
   }
   EXPECT_TRUE(UprobePairer::IsCatch(steps.back().record));
-  const std::vector<format::UprobeReturn>& unwound = pairer.unwound();
-  ASSERT_EQ(unwound.size(), 2u);
-  EXPECT_EQ(unwound[0].probe, step);
-  EXPECT_EQ(unwound[0].duration_ns, 30u);
-  EXPECT_EQ(unwound[0].unwound, format::Unwound::kByException);
-  EXPECT_EQ(unwound[1].probe, handle);
-  EXPECT_EQ(unwound[1].duration_ns, 40u);
-  EXPECT_EQ(unwound[1].unwound, format::Unwound::kByException);
+  ExpectStepAndHandleLeft(pairer.unwound(), format::Unwound::kByException);
   EXPECT_EQ(pairer.open_calls(), 2u);  // serve, and thread 2's step
 
   format::Record ret = At(1, format::UprobeReturn{.probe = serve}, 300);
@@ -359,14 +364,7 @@ TEST(UprobePairerTest, ALongjmpEndsTheCallsBelowWhereItLands) {
   const int64_t bounds[] = {static_cast<int64_t>(kStack), static_cast<int64_t>(kStack + 0x10000)};
   pairer.Observe(jump, kLanding, bounds);
   EXPECT_TRUE(UprobePairer::IsCatch(jump));
-  const std::vector<format::UprobeReturn>& left = pairer.unwound();
-  ASSERT_EQ(left.size(), 2u);
-  EXPECT_EQ(left[0].probe, step);
-  EXPECT_EQ(left[0].duration_ns, 30u);
-  EXPECT_EQ(left[0].unwound, format::Unwound::kByLongjmp);
-  EXPECT_EQ(left[1].probe, handle);
-  EXPECT_EQ(left[1].duration_ns, 40u);
-  EXPECT_EQ(left[1].unwound, format::Unwound::kByLongjmp);
+  ExpectStepAndHandleLeft(pairer.unwound(), format::Unwound::kByLongjmp);
   EXPECT_EQ(pairer.open_calls(), 2u);  // serve, and the step on the other stack
 }
 

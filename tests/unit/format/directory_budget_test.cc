@@ -65,6 +65,17 @@ std::unique_ptr<SegmentWriter> Create(const WriterOptions& options) {
   return writer.ok() ? *std::move(writer) : nullptr;
 }
 
+// `session`'s segments of `count` records, sealed in `dir`, none evicted.
+void WriteUnbudgeted(const std::string& dir, const std::string& session, int count) {
+  Records records;
+  WriterOptions options = Options(dir, session, nullptr);
+  options.max_total_size = 64 << 20;
+  auto writer = Create(options);
+  ASSERT_NE(writer, nullptr);
+  for (int i = 0; i < count; ++i) ASSERT_TRUE(writer->Append(records.Next()).ok());
+  ASSERT_TRUE(writer->Close().ok());
+}
+
 // Bytes of this identity's segment files (sealed and open) in `dir`.
 uint64_t OursOnDisk(const std::string& dir) {
   uint64_t bytes = 0;
@@ -249,14 +260,7 @@ TEST(DirectoryBudgetTest, ReservedRoomCountsUntilTheWriterLeaves) {
 // mtime does not reorder it either.
 TEST(DirectoryBudgetTest, ADecoyClaimsOnlyTheDiskItTakesAndNoAgeItSets) {
   testing::TempDir dir;
-  Records records;
-  {
-    WriterOptions options = Options(dir.path(), "a", nullptr);
-    options.max_total_size = 64 << 20;  // nothing evicted while writing
-    auto writer = Create(options);
-    for (int i = 0; i < 6000; ++i) ASSERT_TRUE(writer->Append(records.Next()).ok());
-    ASSERT_TRUE(writer->Close().ok());
-  }
+  WriteUnbudgeted(dir.path(), "a", 6000);
   std::vector<std::string> sealed;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir.path())) {
     sealed.push_back(entry.path().filename().string());
@@ -313,14 +317,7 @@ TEST(DirectoryBudgetTest, ADecoyClaimsOnlyTheDiskItTakesAndNoAgeItSets) {
 // data goes first, not what was just written.
 TEST(DirectoryBudgetTest, AClockSetBackDoesNotPutTheNewestSegmentFirstToGo) {
   testing::TempDir dir;
-  Records records;
-  {
-    WriterOptions options = Options(dir.path(), "a", nullptr);
-    options.max_total_size = 64 << 20;  // nothing evicted while writing
-    auto writer = Create(options);
-    for (int i = 0; i < 4000; ++i) ASSERT_TRUE(writer->Append(records.Next()).ok());
-    ASSERT_TRUE(writer->Close().ok());
-  }
+  WriteUnbudgeted(dir.path(), "a", 4000);
   ASSERT_TRUE(fs::exists(dir.File("a-000001.loupe")));
   int64_t now = int64_t{1'800'000'000} * 1'000'000'000;
   DirectoryBudget budget(dir.path(), {"", kOurs}, [&now] { return now; });
