@@ -14,10 +14,11 @@
 
 namespace loupe::analysis {
 
-// Whether a loss key ("source/reason") may count scheduler events: the
-// sched source's own, and what the merge, writer and shipper lost of every
-// kind (late events, failed writes, evicted or unshipped segments). A
-// thread's times then miss what those switches would have told.
+// Whether a loss key ("source/reason") may count scheduler events missing
+// from the trace or out of their place: the sched source's own; what the
+// writer and shipper lost of every kind (failed writes, evicted or
+// unshipped segments); and events the merge wrote late, out of time order.
+// A thread's times then miss what those switches would have told.
 inline bool MayHoldSwitches(std::string_view what) {
   return what.starts_with("sched/") || what.starts_with("merge/") || what.starts_with("writer/") ||
          what.starts_with("shipper/");

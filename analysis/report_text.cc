@@ -154,11 +154,13 @@ std::string_view LeftBy(format::Unwound unwound) {
 // Why threads' times may miss switches that happened: events lost that may
 // have been switches, and segments not read whole. Empty when none.
 std::string SwitchLossCause(const TraceVerdict& verdict) {
-  uint64_t sched = 0;
+  uint64_t sched = 0, late = 0;
   std::vector<std::string> of_every_kind;
   for (const auto& [what, count] : verdict.losses.lost) {
     if (what.starts_with("sched/")) {
       sched += count;
+    } else if (what.starts_with("merge/")) {
+      late += count;  // written, but out of time order
     } else if (MayHoldSwitches(what)) {
       of_every_kind.push_back(fmt::format("{} {}", what, count));
     }
@@ -169,8 +171,10 @@ std::string SwitchLossCause(const TraceVerdict& verdict) {
     causes.push_back(
         fmt::format("events of every kind were lost ({})", fmt::join(of_every_kind, ", ")));
   }
+  if (late != 0) causes.push_back(fmt::format("{} events were written out of time order", late));
   if (!verdict.problems.empty()) {
-    causes.push_back(fmt::format("{} segment(s) could not be read whole", verdict.problems.size()));
+    causes.push_back(fmt::format("segments could not be read whole ({} problem(s) above)",
+                                 verdict.problems.size()));
   }
   return fmt::format("{}", fmt::join(causes, ", and "));
 }

@@ -296,18 +296,21 @@ TEST(ReportModelTest, LostSchedulerEventsMakeTimesNotExact) {
 }
 
 // Events of every kind lost on the way to disk (a failed write, an evicted
-// segment) or a segment not read whole hide switches too: that is the
-// cause the report names, not a switch the kernel did not report.
+// segment), events written late (out of time order, not lost) or a segment
+// not read whole hide switches too: that is the cause the report names, not
+// a switch the kernel did not report.
 TEST(ReportModelTest, EventsLostOfEveryKindAndDamagedSegmentsAreNamedAsTheCause) {
   ReportModel model({});
   LockWait(model, false);
   TraceVerdict verdict{.complete = false, .events = 14};
   verdict.losses.Add("writer/write_failed", 120);
   verdict.losses.Add("cpu_sample/ring_full", 3);
+  verdict.losses.Add("merge/late", 4);
   verdict.problems.push_back("s-000002.loupe: block 4 is damaged");
   const std::string text = ReportText(model, verdict);
   EXPECT_NE(text.find("times come from context switches, but events of every kind were lost "
-                      "(writer/write_failed 120), and 1 segment(s) could not be read whole"),
+                      "(writer/write_failed 120), and 4 events were written out of time order, "
+                      "and segments could not be read whole (1 problem(s) above)"),
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("cpu_sample/ring_full 3)"), std::string::npos) << text;
