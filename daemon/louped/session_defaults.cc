@@ -15,6 +15,7 @@
 #include "daemon/base/status_util.h"
 #include "daemon/control/session_options.h"
 #include "daemon/ship/collector_connection.h"
+#include "daemon/ship/collector_target.h"
 #include "daemon/ship/outbox.h"
 
 namespace loupe::louped {
@@ -74,13 +75,20 @@ absl::Status CheckEffectiveConfig(const DaemonConfig& config) {
     return absl::InvalidArgumentError(
         fmt::format("socket_group = '{}': no such group", config.socket_group));
   }
-  // The shipper opens its collector at startup: the address, token and CA
-  // file as it would take them (no connection is made).
+  // What the shipper reads at startup, as it reads it: the collector's
+  // address, the token and CA files (no channel is made here: this runs
+  // before louped starts threads).
   if (!config.collector.empty()) {
-    absl::StatusOr<std::unique_ptr<ship::CollectorConnection>> collector =
-        ship::CollectorConnection::Open(
-            {config.collector, config.collector_token_file, config.collector_ca_file});
-    if (!collector.ok()) return collector.status();
+    if (absl::StatusOr<std::string> target = ship::ChannelTarget(config.collector); !target.ok()) {
+      return target.status();
+    }
+    for (const auto& [path, what] : {std::pair{config.collector_token_file, "collector token file"},
+                                     std::pair{config.collector_ca_file, "collector CA file"}}) {
+      if (path.empty()) continue;
+      if (absl::StatusOr<std::string> read = ship::ReadSecretFile(path, what); !read.ok()) {
+        return read.status();
+      }
+    }
   }
   // Every attach reads targets there: it must be a procfs.
   struct statfs fs;

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <optional>
 #include <vector>
@@ -44,9 +45,23 @@ absl::StatusOr<Family> FamilyOf(std::string_view item, std::string_view list) {
   return ipv4 ? Family::kIpv4 : Family::kIpv6;
 }
 
+// A gRPC target of another scheme ("unix-abstract:name", "vsock:cid:port",
+// "xds:///name"): a scheme, then something that is no port number.
+bool IsOtherScheme(std::string_view item) {
+  const size_t colon = item.find(':');
+  if (colon == 0 || colon == std::string_view::npos) return false;
+  const std::string_view scheme = item.substr(0, colon);
+  const std::string_view rest = item.substr(colon + 1);
+  return std::isalpha(static_cast<unsigned char>(scheme.front())) &&
+         scheme.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") ==
+             std::string_view::npos &&
+         !rest.empty() && !std::isdigit(static_cast<unsigned char>(rest.front()));
+}
+
 // One "host:port": a name or an IP address ([v6] in brackets) and a port;
 // gRPC would otherwise take a missing port as 443, not the collector's.
 absl::Status CheckOneAddress(std::string_view item) {
+  if (IsOtherScheme(item)) return absl::OkStatus();
   const size_t colon = item.rfind(':');
   const std::string_view host = item.substr(0, colon == std::string_view::npos ? 0 : colon);
   const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';

@@ -424,15 +424,17 @@ void S3SegmentStore::EnforceRetention() {
     log_->error("retention: {}", MessageOf(listed));
     return;
   }
-  // Stored in the same second: the earlier start first.
+  // Stored in the same second: the earlier start first. A listing without
+  // a time (none should lack one) counts as stored last, never as old.
   std::sort(segments.begin(), segments.end(), [](const Stored& a, const Stored& b) {
+    if (a.stored_at.empty() != b.stored_at.empty()) return b.stored_at.empty();
     if (a.stored_at != b.stored_at) return a.stored_at < b.stored_at;
     return a.segment.start_realtime_ns() < b.segment.start_realtime_ns();
   });
   const std::string too_old_before =
       limits_.max_age_s != 0 ? IsoTimeAgo(static_cast<int64_t>(limits_.max_age_s)) : "";
   for (const auto& [stored_at, segment] : segments) {
-    const bool too_old = stored_at < too_old_before;
+    const bool too_old = !stored_at.empty() && stored_at < too_old_before;
     if (!too_old && total <= limits_.max_total_bytes) break;
     // Another collector may delete it at the same time: S3 deletes are
     // idempotent, so both succeed.

@@ -16,6 +16,9 @@ TEST(CollectorTargetTest, OneAddressOrATargetIsTakenAsItIs) {
   EXPECT_EQ(*ChannelTarget("collector.example:7470"), "collector.example:7470");
   EXPECT_EQ(*ChannelTarget(" 127.0.0.1:7470 "), "127.0.0.1:7470");
   EXPECT_EQ(*ChannelTarget("[::1]:7470"), "[::1]:7470");
+  // gRPC's other schemes go as they are.
+  EXPECT_EQ(*ChannelTarget("unix-abstract:loupe"), "unix-abstract:loupe");
+  EXPECT_EQ(*ChannelTarget("xds:///collector"), "xds:///collector");
   EXPECT_EQ(*ChannelTarget("dns:///collector.example:7470"), "dns:///collector.example:7470");
   EXPECT_EQ(*ChannelTarget("ipv4:10.0.0.1:1,10.0.0.2:2"), "ipv4:10.0.0.1:1,10.0.0.2:2");
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "daemon/ship/segment_upload.h"
 #include "daemon/ship/sha256.h"
@@ -221,6 +222,9 @@ TEST_F(CollectorTest, AgeAndOrderCountFromStoringNotFromTheSendersClock) {
   StartServer({.root = store_dir(), .max_age_s = week_s});
   auto connection = Connect();
   ASSERT_TRUE(ship::UploadSegment(*connection, segments_[0], {}).ok());
+  // Apart by more than a file time's granularity (a jiffy): restarted, the
+  // store orders them by their files' times.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_TRUE(ship::UploadSegment(*connection, behind, {}).ok());
   store_->EnforceRetention();
   EXPECT_EQ(Listed(*connection).size(), 2u);
