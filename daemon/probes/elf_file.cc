@@ -40,10 +40,9 @@ struct NamedSymbol {
   std::string_view name;  // "" when unreadable; the file's string table holds it
 };
 
-// The first symbol defined in the file, of .symtab then .dynsym, that
-// `matches`.
-std::optional<NamedSymbol> FirstSymbol(
-    Elf* elf, const std::function<bool(const GElf_Sym&, std::string_view)>& matches) {
+// Calls `visit` with each symbol defined in the file, of .symtab then
+// .dynsym ("" for a name that cannot be read), until it returns true.
+void VisitSymbols(Elf* elf, const std::function<bool(const GElf_Sym&, std::string_view)>& visit) {
   for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
     GElf_Shdr header;
     Elf_Scn* section = FindSectionOfType(elf, type, &header);
@@ -56,11 +55,26 @@ std::optional<NamedSymbol> FirstSymbol(
       if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) break;
       if (symbol.st_shndx == SHN_UNDEF) continue;
       const char* name = elf_strptr(elf, header.sh_link, symbol.st_name);
-      const std::string_view readable = name != nullptr ? name : "";
-      if (matches(symbol, readable)) return NamedSymbol{symbol, readable};
+      if (visit(symbol, name != nullptr ? name : "")) return;
     }
   }
-  return std::nullopt;
+}
+
+// The first symbol defined in the file that `matches`.
+std::optional<NamedSymbol> FirstSymbol(
+    Elf* elf, const std::function<bool(const GElf_Sym&, std::string_view)>& matches) {
+  std::optional<NamedSymbol> found;
+  VisitSymbols(elf, [&](const GElf_Sym& symbol, std::string_view name) {
+    if (matches(symbol, name)) found = NamedSymbol{symbol, name};
+    return found.has_value();
+  });
+  return found;
+}
+
+ElfSymbol SymbolOf(const GElf_Sym& symbol) {
+  return ElfSymbol{.address = symbol.st_value,
+                   .size = symbol.st_size,
+                   .global = GELF_ST_BIND(symbol.st_info) != STB_LOCAL};
 }
 
 // A part split off a function has no entry a call could be timed from.
@@ -147,19 +161,22 @@ bool ElfFile::HasSymbolTable() const {
 }
 
 std::optional<ElfSymbol> ElfFile::FindSymbol(const std::string& name) const {
-  return FindSymbolWhere([&name](std::string_view symbol) { return symbol == name; });
-}
-
-std::optional<ElfSymbol> ElfFile::FindSymbolWhere(
-    const std::function<bool(std::string_view)>& matches) const {
   const std::optional<NamedSymbol> found =
-      FirstSymbol(elf_.get(), [&](const GElf_Sym& symbol, std::string_view name) {
-        return symbol.st_value != 0 && !name.empty() && matches(name);
+      FirstSymbol(elf_.get(), [&](const GElf_Sym& symbol, std::string_view symbol_name) {
+        return symbol.st_value != 0 && symbol_name == name;
       });
   if (!found) return std::nullopt;
-  return ElfSymbol{.address = found->symbol.st_value,
-                   .size = found->symbol.st_size,
-                   .global = GELF_ST_BIND(found->symbol.st_info) != STB_LOCAL};
+  return SymbolOf(found->symbol);
+}
+
+std::vector<ElfSymbol> ElfFile::SymbolsWhere(
+    const std::function<bool(std::string_view)>& matches) const {
+  std::vector<ElfSymbol> all;
+  VisitSymbols(elf_.get(), [&](const GElf_Sym& symbol, std::string_view name) {
+    if (symbol.st_value != 0 && !name.empty() && matches(name)) all.push_back(SymbolOf(symbol));
+    return false;
+  });
+  return all;
 }
 
 absl::StatusOr<uint64_t> ElfFile::FileOffset(uint64_t address) const {
@@ -204,9 +221,7 @@ absl::StatusOr<ElfFunction> ElfFile::FunctionAt(uint64_t file_offset) const {
       });
   if (found) {
     if (found->name.ends_with(".cold")) return SplitOff(file_offset);
-    return ElfFunction{std::string(found->name),
-                       {found->symbol.st_value, found->symbol.st_size,
-                        GELF_ST_BIND(found->symbol.st_info) != STB_LOCAL}};
+    return ElfFunction{std::string(found->name), SymbolOf(found->symbol)};
   }
   // Each function's FDE covers exactly its code (a .cold part has its own).
   absl::StatusOr<symbols::CodeExtent> extent = symbols::FdeExtentAt(fd_.get(), *address);

@@ -42,9 +42,8 @@ class ElfFile {
   absl::StatusOr<std::vector<UsdtNote>> UsdtNotes() const;
   // A function or object by name, from .symtab, else .dynsym.
   std::optional<ElfSymbol> FindSymbol(const std::string& name) const;
-  // The first whose name `matches`, from .symtab, else .dynsym.
-  std::optional<ElfSymbol> FindSymbolWhere(
-      const std::function<bool(std::string_view)>& matches) const;
+  // Every one whose name `matches` (of both tables: a symbol may repeat).
+  std::vector<ElfSymbol> SymbolsWhere(const std::function<bool(std::string_view)>& matches) const;
   bool HasSymbolTable() const;
   // Built by Go's toolchain: its runtime moves goroutine stacks and reads
   // their return addresses, so a return probe (which replaces one) kills it.

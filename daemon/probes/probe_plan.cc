@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -82,8 +83,9 @@ struct RuntimeProbe {
   std::vector<std::string_view> functions;
   bool (*is_runtime)(const ElfFile& file);
   std::string_view calls_left;  // the calls that cannot end without it
-  // Whether a symbol is `function`; unset: named exactly so.
-  bool (*is_function)(std::string_view symbol, std::string_view function) = nullptr;
+  // Whether a symbol is one of them (all such are probed; `functions` then
+  // names them in messages); unset: each of `functions` by its name.
+  bool (*is_function)(std::string_view symbol) = nullptr;
 };
 
 // A call a C++ exception unwinds ends where it is caught. The C++ runtime
@@ -97,25 +99,49 @@ const RuntimeProbe kCatchProbe = {
     .calls_left = "calls a C++ exception unwinds",
 };
 
+// Whether `symbol` is std's `item` in module std::panicking::catch_unwind
+// (std::panicking::try in older Rust), as legacy mangling spells it
+// (_ZN3std9panicking…<item>17h<hash>E) or v0 (_R…_3std9panicking…<item>,
+// then the end or, for a generic, its arguments), with or without LLVM's
+// ".llvm.N" suffix. `item` is mangled too ("7cleanup"); nothing nested in
+// it matches.
+bool IsStdPanickingItem(std::string_view symbol, std::string_view item) {
+  symbol = symbol.substr(0, symbol.find(".llvm."));
+  for (const std::string_view module : {"3std9panicking12catch_unwind", "3std9panicking3try"}) {
+    const std::string path = fmt::format("{}{}", module, item);
+    const std::string legacy = fmt::format("_ZN{}17h", path);
+    if (symbol.starts_with(legacy) && symbol.size() == legacy.size() + 16 + 1 &&
+        symbol.ends_with('E')) {
+      return true;
+    }
+    const size_t at = symbol.starts_with("_R") ? symbol.find("_" + path) : std::string_view::npos;
+    if (at == std::string_view::npos) continue;
+    const size_t after = at + 1 + path.size();
+    if (after == symbol.size() || !std::isdigit(static_cast<unsigned char>(symbol[after]))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Where catch_unwind catches a panic: the catching frame calls do_catch (a
+// generic, one per closure type, inlined when optimized), which calls
+// cleanup, which frees the payload. Whichever the catching frame calls
+// directly has its stack pointer at entry.
+bool IsRustPanicCatch(std::string_view symbol) {
+  return IsStdPanickingItem(symbol, "7cleanup") || IsStdPanickingItem(symbol, "8do_catch");
+}
+
 // A call a Rust panic unwinds ends where catch_unwind catches it (a
-// thread's or a task's guard, a server's per-request one): the catching
-// frame calls std's cleanup of the panic's payload, which std links into
-// the program. Its path is std::panicking::catch_unwind::cleanup
-// (std::panicking::try::cleanup in older Rust), mangled by either scheme,
-// legacy (_ZN…E) or v0 (_R…), both of which spell each segment
-// <length><name>.
+// thread's or a task's guard, a server's per-request one), in the program,
+// which links std: IsRustPanicCatch.
 const RuntimeProbe kPanicCatchProbe = {
     .name = kExceptionCaughtProbe,
     .program = ProbeProgram::kExceptionCatch,
-    .functions = {"std::panicking::catch_unwind::cleanup"},
+    .functions = {"std::panicking::catch_unwind::{do_catch,cleanup}"},
     .is_runtime = [](const ElfFile& file) { return file.HasExceptionTables(); },
     .calls_left = "calls a Rust panic unwinds",
-    .is_function =
-        [](std::string_view symbol, std::string_view) {
-          return (symbol.starts_with("_ZN") || symbol.starts_with("_R")) &&
-                 (symbol.find("3std9panicking12catch_unwind7cleanup") != std::string_view::npos ||
-                  symbol.find("3std9panicking3try7cleanup") != std::string_view::npos);
-        },
+    .is_function = IsRustPanicCatch,
 };
 
 // A call a longjmp leaves ends at the jump: PostgreSQL's errors, Lua's,
@@ -544,17 +570,22 @@ class Planner {
       const ElfFile* file = Open(pid, object);
       if (file == nullptr || !probe.is_runtime(*file)) continue;
       std::map<uint64_t, std::string> sites;
-      for (const std::string_view function : probe.functions) {
-        std::optional<ElfSymbol> symbol =
-            probe.is_function == nullptr
-                ? file->FindSymbol(std::string(function))
-                : file->FindSymbolWhere([&](std::string_view name) {
-                    return probe.is_function(name, function);
-                  });
-        if (symbol) sites.try_emplace(symbol->address, function);
+      if (probe.is_function != nullptr) {
+        for (const ElfSymbol& symbol : file->SymbolsWhere(probe.is_function)) {
+          sites.try_emplace(symbol.address, probe.functions.front());
+        }
+      } else {
+        for (const std::string_view function : probe.functions) {
+          std::optional<ElfSymbol> symbol = file->FindSymbol(std::string(function));
+          if (symbol) sites.try_emplace(symbol->address, function);
+        }
       }
       if (sites.empty()) continue;
-      if (Reuse(pid, file->path(), std::string(probe.name))) return;
+      // Planned per runtime: C++'s catch and Rust's share a name in the trace,
+      // and one file may link both.
+      if (Reuse(pid, file->path(), fmt::format("{} {}", probe.name, probe.functions.front()))) {
+        return;
+      }
       for (const auto& [address, function] : sites) {
         absl::Status placeable = CanCarryUprobe({address, file->BytesAt(address, 16)});
         absl::StatusOr<uint64_t> offset = file->FileOffset(address);

@@ -93,12 +93,17 @@ for program in "$longjmp_through" "$longjmp_through_chk"; do
   rm -rf "$work"/c.* "$work/c"
 done
 
-# Every third call left by a Rust panic, caught by catch_unwind in main.
+# Every third call left by a Rust panic, caught by catch_unwind in main:
+# optimized (cleanup called from main) and not (from do_catch, called from
+# __rust_try, where the panic is caught).
 command -v rustc > /dev/null || fail "rustc is not installed (rustc)"
-rustc -O -g --edition 2021 -o "$work/panic_through" "$source/tests/testprogs/panic_through.rs" \
-  || fail "rustc of tests/testprogs/panic_through.rs"
-traced rust "$work/panic_through" 3000 "$work/panic_through:handle%return"
-unwound rust exception unwound
+for level in 2 0; do
+  rustc -C opt-level=$level -g --edition 2021 -o "$work/panic_through" \
+    "$source/tests/testprogs/panic_through.rs" || fail "rustc of tests/testprogs/panic_through.rs"
+  traced rust "$work/panic_through" 3000 "$work/panic_through:handle%return"
+  unwound rust exception unwound
+  rm -rf "$work"/rust* "$work/panic_through"
+done
 
 # The unwinder itself: each throw runs through _Unwind_RaiseException. Its
 # code has instructions the decoder does not know (CET's rdssp): the
