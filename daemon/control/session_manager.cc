@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -57,7 +58,11 @@ absl::StatusOr<v1::AttachResponse> SessionManager::Attach(const v1::AttachReques
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shutting_down_) return absl::UnavailableError("louped is shutting down");
-    if (id.empty()) id = fmt::format("s{}-{}", static_cast<uint64_t>(time(nullptr)), next_id_++);
+    // Unique across louped's restarts (its pid) and clock steps too: a
+    // session's id may not name files an earlier run left in the folder.
+    if (id.empty()) {
+      id = fmt::format("s{}-{}-{}", static_cast<uint64_t>(time(nullptr)), getpid(), next_id_++);
+    }
     if (sessions_.contains(id)) {
       return absl::AlreadyExistsError(fmt::format("a session named {} exists already", id));
     }
