@@ -20,6 +20,17 @@ namespace {
 namespace fs = std::filesystem;
 using CollectorTest = testing::CollectorFixture;
 
+#if defined(__SANITIZE_ADDRESS__)
+#define LOUPE_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LOUPE_UNDER_ASAN 1
+#endif
+#endif
+#ifndef LOUPE_UNDER_ASAN
+#define LOUPE_UNDER_ASAN 0
+#endif
+
 TEST_F(CollectorTest, StoresEachSegmentOnceWithItsDigestAndAcknowledgesRepeats) {
   auto connection = Connect();
   for (const std::string& path : segments_) {
@@ -197,10 +208,16 @@ TEST_F(CollectorTest, RetentionEvictsTheOldestBeyondTheSizeLimit) {
 // its copy). Under the size limit the one stored first goes first, not the
 // one whose header says it is older.
 TEST_F(CollectorTest, AgeAndOrderCountFromStoringNotFromTheSendersClock) {
+#if LOUPE_UNDER_ASAN
+  // libfaketime's preload deadlocks AddressSanitizer's start-up; the
+  // ordinary build runs this.
+  GTEST_SKIP() << "faketime cannot run a program built with AddressSanitizer";
+#endif
   const std::string behind_dir = root_path() + "/behind";
   fs::create_directory(behind_dir);
-  const std::string command = fmt::format("faketime -f -30d {} write {} behind 20000 262144 2>&1",
-                                          LOUPE_UPLOAD_SEGMENTS_BINARY, behind_dir);
+  const std::string command =
+      fmt::format("timeout 60 faketime -f -30d {} write {} behind 20000 262144 2>&1",
+                  LOUPE_UPLOAD_SEGMENTS_BINARY, behind_dir);
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string output;
