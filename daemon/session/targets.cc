@@ -167,6 +167,9 @@ void Targets::Track(OwnedEvent& event) {
             ThreadIdentity& known = process->second.threads[record.tid];
             known.tid = record.tid;
             known.name = event.text;
+            // The main thread's name is the process's (ps, /proc/PID/comm):
+            // later segments describe it by its name now.
+            if (record.tid == thread.pid) process->second.name = event.text;
             thread.ns_tid = known.ns_tid != 0 ? known.ns_tid : record.tid;
           },
           [&](const format::ProcessExec& exec) {

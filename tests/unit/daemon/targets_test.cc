@@ -34,6 +34,26 @@ TEST(TargetsTest, AThreadIsRefusedNamingItsProcess) {
   EXPECT_TRUE(Targets::Resolve({static_cast<uint32_t>(getpid())}, 0, 0, false).ok());
 }
 
+// A process renamed (prctl PR_SET_NAME on its main thread) is described by
+// its new name in the segments that follow; a worker's rename is its own.
+TEST(TargetsTest, AMainThreadsRenameRenamesTheProcess) {
+  constexpr uint32_t kPid = 500;
+  ProcessIdentity process{.pid = kPid, .ns_pid = kPid, .ppid = 1, .name = "before"};
+  process.threads[kPid] = {.tid = kPid, .ns_tid = kPid, .name = "before"};
+  Targets targets({{kPid, process}});
+  auto rename = [&](uint32_t tid, const std::string& name) {
+    OwnedEvent event;
+    event.record = {.time_ns = 1'000, .tid = tid, .payload = format::ThreadInfo{.pid = kPid}};
+    event.text = name;
+    targets.Track(event);
+  };
+  rename(kPid + 1, "worker");
+  EXPECT_EQ(targets.processes().at(kPid).name, "before");
+  rename(kPid, "after");
+  EXPECT_EQ(targets.processes().at(kPid).name, "after");
+  EXPECT_EQ(targets.processes().at(kPid).threads.at(kPid + 1).name, "worker");
+}
+
 TEST(TargetsTest, AZombieIsRefusedAsExited) {
   const pid_t child = fork();
   if (child == 0) _exit(0);
