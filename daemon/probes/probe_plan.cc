@@ -106,6 +106,8 @@ const RuntimeProbe kCatchProbe = {
 // ".llvm.N" suffix. `item` is mangled too ("7cleanup"); nothing nested in
 // it matches.
 bool IsStdPanickingItem(std::string_view symbol, std::string_view item) {
+  // Asked of every symbol of a program: most are no std::panicking item.
+  if (symbol.find("3std9panicking") == std::string_view::npos) return false;
   symbol = symbol.substr(0, symbol.find(".llvm."));
   for (const std::string_view module : {"3std9panicking12catch_unwind", "3std9panicking3try"}) {
     const std::string path = fmt::format("{}{}", module, item);
