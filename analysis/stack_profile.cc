@@ -43,16 +43,31 @@ bool InUprobeHandling(std::span<const NamedFrame> frames) {
   // uprobes: uprobe_mmap and uprobe_start_dup_mmap run in any mmap or fork.
   // The debug trap that follows the kernel's single step of a probed
   // instruction (exc_debug_user) is a debugger's too, where one steps a
-  // traced program.
+  // traced program. sys_uprobe and sys_uretprobe are the syscalls the
+  // kernel's trampolines make for an optimized entry probe and a return.
   static constexpr std::string_view kHandling[] = {
       "handle_swbp", "uprobe_notify_resume", "uprobe_dispatcher", "uretprobe_dispatcher",
       "uprobe_prog_run", "arch_uprobe_", "hprobe_", "handle_trampoline", "uprobe_handle_trampoline",
       "handle_syscall_uprobe", "find_active_uprobe", "uprobe_multi_link_handler",
-      "sstep_notifier", "exc_debug_user", "do_int3_user"};
-  for (const NamedFrame& frame : frames) {
-    if (!frame.kernel) continue;
+      "sstep_notifier", "exc_debug_user", "do_int3_user", "sys_uprobe", "sys_uretprobe"};
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const NamedFrame& frame = frames[i];
+    if (!frame.kernel) {
+      // The innermost user frame in the kernel's trampolines or single-step
+      // area: the probe's own code, or the syscall it made.
+      return frame.function.starts_with("[uprobes");
+    }
     for (std::string_view handling : kHandling) {
       if (frame.function.find(handling) != std::string::npos) return true;
+    }
+    // A breakpoint or single-step trap taken from user mode (its entry is
+    // the outermost kernel frame; one taken in the kernel unwinds on into
+    // the kernel code it stopped). The handler runs with interrupts off, so
+    // the timer's sample waits and lands on the trap's way out, after the
+    // handler's frames are gone.
+    const bool outermost = i + 1 == frames.size() || !frames[i + 1].kernel;
+    if (outermost && (frame.function == "asm_exc_int3" || frame.function == "asm_exc_debug")) {
+      return true;
     }
   }
   return false;

@@ -532,6 +532,42 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
   EXPECT_EQ(top[0].self, 4u);
 }
 
+// What a probe costs is also sampled where no handler frame is left: on a
+// trap's way back to user mode (the timer's sample waited while the
+// handler ran with interrupts off), in the trampolines the kernel maps in
+// and the syscalls they make. Seen on redis-server with a probe on `call`:
+// 99 of 436 samples read "call → asm_exc_int3 → pvm_irq_enable" and were
+// counted as the requests' hot function.
+TEST(ReportModelTest, ATrapsWayOutAndTheTrampolinesAreUprobeHandling) {
+  const auto kernel = [](std::string name) { return NamedFrame{.function = std::move(name), .kernel = true}; };
+  const auto user = [](std::string name) { return NamedFrame{.function = std::move(name)}; };
+  const NamedFrame call = user("call"), process = user("processCommand");
+  const std::vector<NamedFrame> breakpoint_exit = {
+      kernel("pvm_irq_enable"), kernel("irqentry_exit_to_user_mode"), kernel("asm_exc_int3"), call, process};
+  const std::vector<NamedFrame> single_step_exit = {kernel("irqentry_exit_to_user_mode"),
+                                                    kernel("asm_exc_debug"), process};
+  const std::vector<NamedFrame> trampoline_syscall_exit = {
+      kernel("pvm_irq_enable"), kernel("do_syscall_64"), kernel("entry_SYSCALL_64_after_hwframe"),
+      user("[uprobes-trampoline]+0xd"), user("loupe_span_end")};
+  const std::vector<NamedFrame> in_trampoline = {user("[uprobes-trampoline]+0xd"), user("loupe_span_end")};
+  const std::vector<NamedFrame> probe_syscall = {kernel("_copy_from_user"), kernel("__x64_sys_uprobe"),
+                                                 kernel("do_syscall_64"), user("loupe_span_end")};
+  for (const auto* frames : {&breakpoint_exit, &single_step_exit, &trampoline_syscall_exit, &in_trampoline,
+                             &probe_syscall}) {
+    EXPECT_TRUE(InUprobeHandling(*frames)) << frames->front().function << " < " << (*frames)[1].function;
+  }
+  // A breakpoint in the kernel (a kprobe, code patching) unwinds on into
+  // the kernel code it stopped; a syscall's own exit is the application's.
+  const std::vector<NamedFrame> kernel_breakpoint = {kernel("pvm_irq_enable"), kernel("asm_exc_int3"),
+                                                     kernel("tcp_sendmsg"), kernel("do_syscall_64"), call};
+  const std::vector<NamedFrame> write_exit = {kernel("pvm_irq_enable"), kernel("do_syscall_64"),
+                                              kernel("entry_SYSCALL_64_after_hwframe"), user("__libc_write"), call};
+  const std::vector<NamedFrame> user_only = {call, process};
+  for (const auto* frames : {&kernel_breakpoint, &write_exit, &user_only}) {
+    EXPECT_FALSE(InUprobeHandling(*frames)) << frames->front().function << " < " << (*frames)[1].function;
+  }
+}
+
 // A user stack whose walk stopped early (a new child's unwind tables not
 // loaded yet) ends in a mark: read, it says its callers are unknown, and
 // the mark is never the application's function.
