@@ -25,11 +25,26 @@ constexpr size_t kRows = 5;  // evidence rows per breakdown
 constexpr uint64_t kEvidenceEvery = 256;
 constexpr size_t kEvidenceMargin = 64;
 
-// The function a sample is counted under: its innermost frame, or the
-// tracer when it was taken inside the kernel's uprobe handling (a BPF
-// helper reserving ring space is Loupe's cost, not the request's).
+// Whether a kernel frame turns interrupts back on. The CPU samples come
+// from a timer (no hardware counters): one due while interrupts are off
+// waits and is taken where they come back on, so the time was spent in
+// the function that called these, not in them.
+bool EnablesInterrupts(const NamedFrame& frame) {
+  const std::string_view f = frame.function;
+  return frame.kernel && (f.find("irq_enable") != std::string_view::npos ||
+                          f.ends_with("_unlock_irqrestore") || f.ends_with("_unlock_irq"));
+}
+
+// The function a sample is counted under: its innermost frame, past those
+// turning interrupts back on while a kernel frame called them (a lone one
+// stays: the user code did not run then), or the tracer when it was taken
+// inside the kernel's uprobe handling (a BPF helper reserving ring space is
+// Loupe's cost, not the request's).
 std::string SampledFunction(const std::vector<NamedFrame>& frames) {
-  return InUprobeHandling(frames) ? std::string(kUprobeHandling) : frames.front().function;
+  if (InUprobeHandling(frames)) return std::string(kUprobeHandling);
+  size_t where = 0;
+  while (where + 1 < frames.size() && EnablesInterrupts(frames[where]) && frames[where + 1].kernel) ++where;
+  return frames[where].function;
 }
 
 template <typename Map>

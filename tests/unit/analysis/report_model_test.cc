@@ -532,6 +532,53 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
   EXPECT_EQ(top[0].self, 4u);
 }
 
+// A timer's sample due while interrupts were off is taken where they come
+// back on: the time went to the function that turned them on again, not
+// to the primitive (pvm_irq_enable led redis-server's slow calls).
+TEST(ReportModelTest, ASampleHeldBackByInterruptsOffCountsForItsCaller) {
+  constexpr uint64_t kEnable = 0xffffffff81000100, kEnableThunk = 0xffffffff81000200,
+                     kUnlock = 0xffffffff81000300, kReadable = 0xffffffff81000400,
+                     kOnlyEnable = 0xffffffff81000500;
+  const uint64_t socket_kernel[] = {kEnable, kEnableThunk, kUnlock, kReadable};
+  const uint64_t enable_only_kernel[] = {kOnlyEnable};
+  ReportModel model({});
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "request"}});
+  for (uint64_t t = 2'000; t < 5'000; t += 1'000) {
+    model.Add({.time_ns = t, .tid = kHandler, .cpu = 0,
+               .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = socket_kernel}});
+  }
+  model.Add({.time_ns = 6'000, .tid = kHandler, .cpu = 0,
+             .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = enable_only_kernel}});
+  model.Add({.time_ns = 10'000, .tid = kHandler, .payload = format::OperationEnd{3}});
+  v1::SymbolTable symbols = Symbols();
+  for (const auto& [address, name] : {std::pair{kEnable, "pvm_irq_enable"},
+                                      std::pair{kEnableThunk, "__raw_callee_save_pvm_irq_enable"},
+                                      std::pair{kUnlock, "_raw_spin_unlock_irqrestore"},
+                                      std::pair{kReadable, "sock_def_readable"},
+                                      std::pair{kOnlyEnable, "_raw_spin_unlock_irq"}}) {
+    auto* entry = symbols.add_addresses();
+    entry->set_address(address);
+    entry->add_frames()->set_function(name);
+  }
+  model.AddSymbols(symbols);
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  ASSERT_NE(request, nullptr);
+  ASSERT_FALSE(request->slow.functions.empty());
+  EXPECT_EQ(request->slow.functions[0].first, "sock_def_readable");
+  EXPECT_EQ(request->slow.functions[0].second, 3u);
+  // With no kernel caller left the sample stays in the kernel: the user
+  // code was not running.
+  ASSERT_EQ(request->slow.functions.size(), 2u);
+  EXPECT_EQ(request->slow.functions[1].first, "_raw_spin_unlock_irq");
+  const auto top = model.TopFunctions(5);
+  ASSERT_FALSE(top.empty());
+  EXPECT_EQ(top[0].name, "sock_def_readable");
+  EXPECT_EQ(top[0].self, 3u);
+}
+
 // What a probe costs is also sampled where no handler frame is left: on a
 // trap's way back to user mode (the timer's sample waited while the
 // handler ran with interrupts off), in the trampolines the kernel maps in
