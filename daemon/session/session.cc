@@ -174,6 +174,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
       return ReadAsleep(pid, tid, kernel);
     };
   }
+  const std::vector<std::string> target_notes = targets->notes();
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
       Pipeline::Create({.writer = NewSession(o.writer),
                         .content_policy = o.content_policy,
@@ -192,9 +193,10 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                        session->log_, MonotonicNow());
   if (!pipeline.ok()) return pipeline.status();
   session->pipeline_ = *std::move(pipeline);
-  // Probes asked for and not placed, and stacks walked less well than
-  // asked: the trace says so (verify, report), not only the log. Else a
-  // mistyped --uprobe reads as a service that served no requests.
+  // Processes left out, probes asked for and not placed, and stacks walked
+  // less well than asked: the trace says so (verify, report), not only the
+  // log. Else a mistyped --uprobe reads as a service that served no requests.
+  for (const std::string& note : target_notes) session->pipeline_->AddSessionNote(note);
   for (const std::string& warning : session->plan_.warnings) {
     session->pipeline_->AddSessionNote(warning);
   }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "daemon/base/overloaded.h"
 
 namespace loupe::session {
@@ -10,6 +12,7 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
                                          uint32_t caller_uid, bool descendants) {
   std::map<uint32_t, ProcessIdentity> processes;
   std::vector<std::string> notes;
+  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> untraced_children;  // (named pid, children)
   for (uint32_t named : pids) {
     uint32_t pid = named;
     if (caller_pid != 0) {
@@ -49,8 +52,12 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
           named, process->name, caller_uid));
     }
     processes[pid] = *std::move(process);
-    if (!descendants) continue;
-    for (uint32_t child : Descendants(pid)) {
+    const std::vector<uint32_t> children = Descendants(pid);
+    if (!descendants) {
+      untraced_children.emplace_back(named, children);
+      continue;
+    }
+    for (uint32_t child : children) {
       absl::StatusOr<ProcessIdentity> descendant = ReadProcess(child);
       if (!descendant.ok()) continue;  // exited meanwhile
       if (caller_uid != 0 && (descendant->uid != caller_uid || !descendant->plain_user)) {
@@ -61,6 +68,24 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
       }
       processes[child] = *std::move(descendant);
     }
+  }
+  // A master that hands its work to child processes (nginx, PostgreSQL, a
+  // pre-forking server) sleeps through its trace: say where the work is.
+  for (const auto& [named, children] : untraced_children) {
+    std::vector<std::string> untraced;
+    for (uint32_t child : children) {
+      if (processes.contains(child)) continue;  // named as well
+      absl::StatusOr<ProcessIdentity> descendant = ReadProcess(child);
+      if (descendant.ok()) untraced.push_back(fmt::format("{} {}", child, descendant->name));
+    }
+    if (untraced.empty()) continue;
+    constexpr size_t kListed = 4;
+    notes.push_back(fmt::format(
+        "pid {} has {} child process(es) not traced ({}{}): name them too, or attach with "
+        "--follow-children",
+        named, untraced.size(),
+        fmt::join(untraced.begin(), untraced.begin() + std::min(untraced.size(), kListed), ", "),
+        untraced.size() > kListed ? ", …" : ""));
   }
   Targets targets(std::move(processes));
   targets.notes_ = std::move(notes);

@@ -232,6 +232,18 @@ TEST_P(FollowChildrenTest, ChildrenThatExistAlready) {
     // Each waits for its sleeps: off the CPU, on its own thread.
     EXPECT_EQ(trace.off_cpu.contains(child), follow) << "child " << child;
   }
+  // Left out, they are named where the verdict is read: a master that
+  // hands its work to children otherwise reads as idle with no hint why.
+  const auto untraced_note = std::ranges::find_if(started.warnings, [](const std::string& warning) {
+    return warning.find("child process(es) not traced") != std::string::npos;
+  });
+  ASSERT_EQ(untraced_note != started.warnings.end(), !follow);
+  if (!follow) {
+    for (uint32_t child : children) {
+      EXPECT_NE(untraced_note->find(std::to_string(child) + " sh"), std::string::npos) << *untraced_note;
+    }
+    EXPECT_TRUE(trace.notes.contains(*untraced_note)) << "the trace does not say so (verify, report)";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(OnAndOff, FollowChildrenTest, ::testing::Bool());

@@ -125,6 +125,7 @@ TraceDigest DigestTrace(const std::string& directory) {
   for (const SegmentSummary& summary : (*trace)->summaries()) {
     digest.complete = digest.complete && summary.complete;
     digest.problems.insert(digest.problems.end(), summary.problems.begin(), summary.problems.end());
+    if (summary.has_trailer) digest.notes.insert(summary.trailer.notes().begin(), summary.trailer.notes().end());
   }
   return digest;
 }

@@ -60,6 +60,7 @@ struct TraceDigest {
   std::map<std::string, uint64_t> losses;               // "source/reason"
   bool time_ordered = true;
   std::map<std::string, std::string> config;  // of the first segment's header
+  std::set<std::string> notes;                 // the trailers' session notes
 
   // From probes, in time order.
   std::vector<ProbeEvent> usdt;

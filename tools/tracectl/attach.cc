@@ -68,7 +68,7 @@ void AddAttachCommand(CLI::App& app, AttachOptions& options) {
   attach->add_option("--hz", options.hz, "CPU sampling frequency (default 99, or louped's)")
       ->check(CLI::Range(1, 10000));
   attach->add_flag("--follow-children", options.follow_children,
-                   "Also trace processes the targets fork after attach");
+                   "Also trace the targets' child processes: those running at attach and those forked after");
   attach
       ->add_option("-o,--output", options.output,
                    "Directory for the segments (default: louped's, or ./loupe-traces)")
