@@ -18,7 +18,8 @@
 # TRACECTL=path runs another tracectl than the build's (a copy stays stable
 # while the tree is rebuilt); VARIANTS="before=path after=path ..." runs
 # every case with each of those instead, interleaved, as "<case>@before":
-# before/after in one run.
+# before/after in one run. Each repeat ends with the reference: the 200
+# uprobes placed by bpftrace (BPFTRACE=0 leaves it out).
 set -euo pipefail
 build=${1:-build}
 tracectl=${TRACECTL:-$build/tools/tracectl/tracectl}
@@ -29,9 +30,10 @@ blocked_script=$(dirname "$0")/blocked_threads.bt
 threads=${THREADS:-2}
 duration=${DURATION:-2s}
 repeats=${REPEATS:-3}
+duration_ms=$(python3 -c "print(int(float('${duration%s}') * 1000))")
 tmp=$(mktemp -d)
 export LOUPE_SOCKET=$tmp/no-louped.sock  # embedded: the tracer is tracectl itself
-trap 'kill $(jobs -p) 2> /dev/null; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 command -v python3 > /dev/null || { echo "python3 is needed"; exit 1; }
 command -v bpftrace > /dev/null || { echo "bpftrace is needed"; exit 1; }
 
@@ -40,6 +42,20 @@ command -v bpftrace > /dev/null || { echo "bpftrace is needed"; exit 1; }
 offset=$(python3 -c 'import time
 print(time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC))')
 now() { echo $(("${EPOCHREALTIME/./}000" - offset)); }
+
+# trace TRACER PID OUT [tracectl attach options...]: one session that says
+# "tracing pids" once every probe is in. TRACER "bpftrace" is the reference:
+# the same 200 uprobes through bpftrace (one perf-event link per site).
+trace() {
+  local tracer=$1 pid=$2 out=$3; shift 3
+  if [ "$tracer" = bpftrace ]; then
+    bpftrace -p "$pid" -e "BEGIN { printf(\"tracing pids $pid\\n\"); }
+      uprobe:$(realpath "$service"):stall_site_* { @hits = count(); }
+      interval:ms:${duration_ms} { exit(); }"
+  else
+    "$tracer" attach -d "$duration" -o "$out" "$@" "$pid"
+  fi
+}
 
 # run_case TRACECTL NAME REPEAT [tracectl attach options...]
 run_case() {
@@ -53,7 +69,7 @@ run_case() {
   local watcher=$!
   sleep 3  # bpftrace starts, then a quiet stretch: the baseline
   local start; start=$(now)
-  "$tracer" attach -d "$duration" -o "$out.trace" "$@" "$pid" 2>&1 |
+  trace "$tracer" "$pid" "$out.trace" "$@" 2>&1 |
     while IFS= read -r line; do  # no $(now): a fork per line lags behind a burst of lines
       echo "$(("${EPOCHREALTIME/./}000" - offset)) $line"
     done > "$out.log" || true  # INCOMPLETE is fine here
@@ -95,6 +111,7 @@ for repeat in $(seq 1 "$repeats"); do
         --sources sched,cpu,shim "${sites[@]}"
     done
   done
+  [ "${BPFTRACE:-1}" = 0 ] || run_case bpftrace "bpftrace-200uprobes" "$repeat"
 done
 
 python3 - "$tmp" "$repeats" "$duration" <<'EOF'

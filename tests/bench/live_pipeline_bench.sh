@@ -24,7 +24,7 @@ tmp=$(mktemp -d)
 # tracectl traces in its own process (embedded mode), never through a louped
 # that happens to listen on the default socket: GNU time measures the tracer.
 export LOUPE_SOCKET=$tmp/no-louped.sock
-trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$tmp"' EXIT
 for program in "$tracectl" "$generator" /usr/bin/time; do
   [ -x "$program" ] || { echo "missing $program"; exit 1; }
 done

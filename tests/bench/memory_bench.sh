@@ -17,7 +17,7 @@ demo=$build/tests/testprogs/loupe-demo-app
 work=$build/tests/testprogs/bench_work
 duration=${DURATION:-10s}
 tmp=$(mktemp -d)
-trap 'kill $(jobs -p) 2> /dev/null; wait 2> /dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; wait 2> /dev/null || true; rm -rf "$tmp"' EXIT
 
 # snapshot PID: "rss anon file shmem hwm bpf_maps" (KiB); bpf_maps: BPF
 # maps mapped in (the ring buffer: the kernel maps its data pages twice).

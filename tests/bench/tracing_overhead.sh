@@ -23,7 +23,7 @@ tmp=$(mktemp -d)
 export LOUPE_SOCKET=$tmp/no-louped.sock
 previous_stats=$(sysctl -n kernel.bpf_stats_enabled)
 # Interrupted: stop this script's own targets and tracers (its jobs) too.
-trap 'kill $(jobs -p) 2> /dev/null; sysctl -qw kernel.bpf_stats_enabled="$previous_stats"; rm -rf "$tmp"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; sysctl -qw kernel.bpf_stats_enabled="$previous_stats"; rm -rf "$tmp"' EXIT
 command -v perf > /dev/null || { echo "perf is needed (linux-perf)"; exit 1; }
 command -v bpftool > /dev/null || { echo "bpftool is needed"; exit 1; }
 
