@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "daemon/base/status_util.h"
+#include "daemon/symbols/go_stack_ends.h"
 
 namespace loupe::symbols {
 namespace {
@@ -589,6 +590,37 @@ absl::StatusOr<UnwindTable> FromDebugFrame(Elf* elf, const Section& debug_frame)
   return writer.Take();
 }
 
+// The file's own call frame information: .eh_frame, .debug_frame or both.
+absl::StatusOr<UnwindTable> CompileCfi(Elf* elf) {
+  absl::StatusOr<Section> eh_frame = FindSection(elf, ".eh_frame");
+  if (!eh_frame.ok()) return eh_frame.status();
+  absl::StatusOr<Section> debug_frame = FindSection(elf, ".debug_frame");
+  if (!debug_frame.ok()) return debug_frame.status();
+  std::optional<absl::StatusOr<UnwindTable>> from_eh_frame;
+  if (eh_frame->data != nullptr) {
+    absl::StatusOr<Section> eh_frame_hdr = FindSection(elf, ".eh_frame_hdr");
+    if (!eh_frame_hdr.ok()) return eh_frame_hdr.status();
+    from_eh_frame = FromEhFrame(elf, *eh_frame, *eh_frame_hdr);
+  }
+  if (debug_frame->data == nullptr) {
+    if (from_eh_frame) return *std::move(from_eh_frame);
+    return absl::NotFoundError("no call frame information (neither .eh_frame nor .debug_frame)");
+  }
+  // Built with -fno-asynchronous-unwind-tables -g, a program's .eh_frame
+  // holds only what the C start files bring (_start, the PLT) and its own
+  // functions are in .debug_frame: the section that describes more wins.
+  absl::StatusOr<UnwindTable> from_debug_frame = FromDebugFrame(elf, *debug_frame);
+  if (!from_eh_frame || !from_eh_frame->ok()) {
+    return from_debug_frame.ok() || !from_eh_frame ? from_debug_frame : *std::move(from_eh_frame);
+  }
+  if (from_debug_frame.ok() && from_debug_frame->functions > (*from_eh_frame)->functions) {
+    // What only .eh_frame describes (_start's outermost rule, the PLT) stays.
+    from_debug_frame->rows = Overlay(from_debug_frame->rows, (*from_eh_frame)->rows);
+    return from_debug_frame;
+  }
+  return *std::move(from_eh_frame);
+}
+
 }  // namespace
 
 absl::StatusOr<UnwindTable> CompileUnwindTable(int fd) {
@@ -611,33 +643,14 @@ absl::StatusOr<UnwindTable> CompileUnwindTable(int fd) {
     return absl::InvalidArgumentError(
         fmt::format("not an executable or shared library (ELF type {})", header.e_type));
   }
-  absl::StatusOr<Section> eh_frame = FindSection(elf.get(), ".eh_frame");
-  if (!eh_frame.ok()) return eh_frame.status();
-  absl::StatusOr<Section> debug_frame = FindSection(elf.get(), ".debug_frame");
-  if (!debug_frame.ok()) return debug_frame.status();
-  std::optional<absl::StatusOr<UnwindTable>> from_eh_frame;
-  if (eh_frame->data != nullptr) {
-    absl::StatusOr<Section> eh_frame_hdr = FindSection(elf.get(), ".eh_frame_hdr");
-    if (!eh_frame_hdr.ok()) return eh_frame_hdr.status();
-    from_eh_frame = FromEhFrame(elf.get(), *eh_frame, *eh_frame_hdr);
-  }
-  if (debug_frame->data == nullptr) {
-    if (from_eh_frame) return *std::move(from_eh_frame);
-    return absl::NotFoundError("no call frame information (neither .eh_frame nor .debug_frame)");
-  }
-  // Built with -fno-asynchronous-unwind-tables -g, a program's .eh_frame
-  // holds only what the C start files bring (_start, the PLT) and its own
-  // functions are in .debug_frame: the section that describes more wins.
-  absl::StatusOr<UnwindTable> from_debug_frame = FromDebugFrame(elf.get(), *debug_frame);
-  if (!from_eh_frame || !from_eh_frame->ok()) {
-    return from_debug_frame.ok() || !from_eh_frame ? from_debug_frame : *std::move(from_eh_frame);
-  }
-  if (from_debug_frame.ok() && from_debug_frame->functions > (*from_eh_frame)->functions) {
-    // What only .eh_frame describes (_start's outermost rule, the PLT) stays.
-    from_debug_frame->rows = Overlay(from_debug_frame->rows, (*from_eh_frame)->rows);
-    return from_debug_frame;
-  }
-  return *std::move(from_eh_frame);
+  absl::StatusOr<UnwindTable> table = CompileCfi(elf.get());
+  std::vector<UnwindRow> go_ends = GoStackEnds(elf.get());
+  if (go_ends.empty()) return table;
+  // A Go program built without DWARF (-ldflags=-w) keeps its frame
+  // pointers: they walk it, up to where its stacks end.
+  if (!table.ok() && absl::IsNotFound(table.status())) table = UnwindTable{};
+  if (table.ok()) table->rows = Overlay(go_ends, table->rows);
+  return table;
 }
 
 absl::StatusOr<CodeExtent> FdeExtentAt(int fd, uint64_t address) {

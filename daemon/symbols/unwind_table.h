@@ -54,8 +54,10 @@ struct UnwindTable {
 inline constexpr size_t kMaxUnwindRows = size_t{8} << 20;
 
 // From .eh_frame (its FDEs listed by .eh_frame_hdr's sorted table when it has
-// one), else from .debug_frame in the same file. Errors name the section and
-// what was wrong; the caller adds the file's name.
+// one), else from .debug_frame in the same file; in a Go program, the
+// runtime's functions where its stacks begin and switch are kOutermost
+// (go_stack_ends.h). Errors name the section and what was wrong; the caller
+// adds the file's name.
 absl::StatusOr<UnwindTable> CompileUnwindTable(int fd);
 
 // The code range [start, end) of the FDE that covers `address` (link-time)

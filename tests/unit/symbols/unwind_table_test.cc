@@ -351,6 +351,38 @@ TEST(UnwindTableTest, ProgramStartIsOutermost) {
   EXPECT_EQ(RuleAt(*table, entry), Rule(UnwindKind::kOutermost));
 }
 
+// A Go program's stacks end where its runtime starts or switches them: a
+// walk above those functions read an earlier use of the stack and invented
+// frames. Their own symbol (name.abi0) ends the walk, not the wrapper Go's
+// linker adds for calls from Go; the program's functions keep their rules.
+TEST(UnwindTableTest, GoRuntimeStackSwitchesAreOutermost) {
+  const std::string path = GO_RUNTIME_SHAPES;
+  const auto table = CompileFile(path);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const auto functions = testing::FunctionRanges(path);
+  for (const char* name : {"runtime.mstart.abi0", "runtime.mcall", "runtime.asmcgocall.abi0"}) {
+    const auto& range = functions.at(name);
+    EXPECT_EQ(RuleAt(*table, range.start), Rule(UnwindKind::kOutermost)) << name;
+    EXPECT_EQ(RuleAt(*table, range.end - 1), Rule(UnwindKind::kOutermost)) << name;
+  }
+  for (const char* name : {"main.work", "runtime.asmcgocall", "main"}) {
+    EXPECT_EQ(RuleAt(*table, functions.at(name).start), Rule(UnwindKind::kCfaRsp, 8)) << name;
+  }
+  // The same file without the section that says Go's linker wrote it: a
+  // C program may name a function so.
+  std::string copy = ReadFile(path);
+  const ElfLayout layout = LayoutOf(path);
+  const SectionPlace names = layout.sections.at(".shstrtab");
+  const size_t name = copy.find(std::string(".go.buildinfo", 14), names.offset);
+  ASSERT_LT(name, names.offset + names.size);
+  copy[name + 1] = 'x';
+  testing::TempDir dir;
+  WriteFile(dir.File("not_go"), copy);
+  const auto not_go = CompileFile(dir.File("not_go"));
+  ASSERT_TRUE(not_go.ok()) << not_go.status();
+  EXPECT_EQ(RuleAt(*not_go, functions.at("runtime.mstart.abi0").start), Rule(UnwindKind::kCfaRsp, 8));
+}
+
 TEST(UnwindTableTest, ErrorsSayWhatIsWrong) {
   testing::TempDir dir;
   WriteFile(dir.File("text"), "#!/bin/sh\nexit 0\n");
