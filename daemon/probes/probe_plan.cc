@@ -67,10 +67,15 @@ bool StartedAs(uint32_t pid, std::string_view target) {
   return !argv0.empty() && Basename(argv0) == target;
 }
 
-// x86 instructions the kernel emulates at a uprobe (no single-step).
+// x86 instructions the kernel emulates at a uprobe (no single-step): the
+// push of any general register (the push %r12..%r15 and %rbx that most
+// functions without a frame pointer start with too; a probe there costs
+// what one on push %rbp does, a quarter of a single-stepped one), nops.
 bool EmulatedEntry(const std::vector<uint8_t>& bytes) {
   if (bytes.empty()) return false;
-  if (bytes[0] == 0x55 || bytes[0] == 0x90) return true;  // push %rbp, nop
+  const auto is_push = [](uint8_t opcode) { return opcode >= 0x50 && opcode <= 0x57; };
+  if (is_push(bytes[0]) || bytes[0] == 0x90) return true;  // push %rax..%rdi, nop
+  if (bytes.size() >= 2 && bytes[0] == 0x41 && is_push(bytes[1])) return true;  // push %r8..%r15
   static constexpr uint8_t kNop5[] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
   return bytes.size() >= 5 && std::equal(kNop5, kNop5 + 5, bytes.begin());
 }

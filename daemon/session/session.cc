@@ -151,7 +151,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                   session->source_->warnings().end());
   for (const std::string& entry : session->plan_.slow_entries) {
     warnings.push_back(fmt::format(
-        "uprobe at {}: its first instruction is neither push %rbp nor a nop, so the kernel "
+        "uprobe at {}: its first instruction is neither a push of a register nor a nop, so the kernel "
         "single-steps it on every call (several times slower)",
         entry));
   }

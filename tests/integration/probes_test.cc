@@ -663,6 +663,24 @@ TEST(ProbeErrorsTest, AFunctionNotPlacedGetsNoWordOnItsEntrysCost) {
   program.WriteLine("go");
 }
 
+// The kernel emulates the push of any register, not only %rbp: a probe
+// on redis-server's call() (push %r15) was said to be single-stepped, as
+// one on a mov is.
+TEST(ProbeErrorsTest, OnlyEntriesTheKernelSingleStepsAreSaidToBe) {
+  ChildProcess program({TestProgram("uprobe_target"), "1"});
+  ASSERT_EQ(program.ReadWords().at(0), "ready");
+  probes::ProbeRequests requests;
+  ASSERT_TRUE(probes::ParseProbeRequests(
+                  {}, {"uprobe_target:saves_r15", "uprobe_target:tail_only"}, &requests)
+                  .ok());
+  const probes::ProbePlan plan =
+      probes::PlanProbes({static_cast<uint32_t>(program.pid())}, requests, false, false);
+  EXPECT_EQ(plan.attachments.size(), 2u);
+  ASSERT_EQ(plan.slow_entries.size(), 1u) << ::testing::PrintToString(plan.slow_entries);
+  EXPECT_NE(plan.slow_entries[0].find("tail_only"), std::string::npos) << plan.slow_entries[0];
+  program.WriteLine("go");
+}
+
 TEST(ProbeErrorsTest, MalformedNotesAreReportedAndOtherFilesStillProbed) {
   LOUPE_REQUIRE_PRIVILEGES();
   testing::TempDir bin;

@@ -19,6 +19,17 @@ __asm__(".globl tail_only\n"
 	"	jmp work_global\n"
 	".size tail_only, .-tail_only\n");
 
+/* A function that starts as most functions built without frame pointers
+ * do, saving a callee-saved register: the kernel emulates that push as it
+ * does push %rbp. Never called. */
+__asm__(".globl saves_r15\n"
+	".type saves_r15, @function\n"
+	"saves_r15:\n"
+	"	push %r15\n"
+	"	pop %r15\n"
+	"	ret\n"
+	".size saves_r15, .-saves_r15\n");
+
 __attribute__((noinline)) long work_global(long x)
 {
 	sink += x;
