@@ -12,7 +12,10 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "daemon/base/proc_root.h"
 #include "daemon/symbols/object_file.h"
@@ -213,14 +216,22 @@ uint64_t UnwindMaps::ExecutableLayout(const std::vector<symbols::Mapping>& mappi
   return hash;
 }
 
+// Written over the old mappings, whose keys left over are removed after:
+// the walks of the process's threads meanwhile find one or the other. (A
+// reload that removed them all first, then read /proc/PID/maps, which waits
+// for the process's mmap_lock, cut every stack walked in between.)
 void UnwindMaps::LoadProcess(uint32_t tgid, uint64_t now_ns) {
-  ForgetProcess(tgid);
   absl::StatusOr<std::vector<symbols::Mapping>> mappings = symbols::ReadProcMaps(tgid);
-  if (!mappings.ok()) return;  // gone
-  Process& process = processes_[tgid];
+  if (!mappings.ok()) {  // gone
+    ForgetProcess(tgid);
+    return;
+  }
+  const auto [known, added] = processes_.try_emplace(tgid);
+  Process& process = known->second;
+  std::vector<loupe_unwind_key> old_keys = std::exchange(process.keys, {});
   process.loaded_ns = now_ns;
   process.layout = ExecutableLayout(*mappings);
-  ++stats_.processes;
+  if (added) ++stats_.processes;
   ++stats_.loads;
   for (const symbols::Mapping& mapping : *mappings) {
     if (!mapping.executable || mapping.start >= kHighestUserAddress) continue;
@@ -247,6 +258,14 @@ void UnwindMaps::LoadProcess(uint32_t tgid, uint64_t now_ns) {
         process.keys.push_back(key);
       }
     }
+  }
+  const auto bytes = [](const loupe_unwind_key& key) {
+    return std::string_view(reinterpret_cast<const char*>(&key), sizeof key);
+  };
+  absl::flat_hash_set<std::string_view> kept;
+  for (const loupe_unwind_key& key : process.keys) kept.insert(bytes(key));
+  for (const loupe_unwind_key& key : old_keys) {
+    if (!kept.contains(bytes(key))) bpf_map__delete_elem(maps_.mappings, &key, sizeof key, 0);
   }
   const uint8_t yes = 1;
   bpf_map__update_elem(maps_.processes, &tgid, sizeof tgid, &yes, sizeof yes, BPF_ANY);

@@ -497,6 +497,28 @@ TEST_P(UnwindTest, StrippedLibraryIsWalkedThroughWithItsCfi) {
   ExpectSaneStacks(run);
 }
 
+// louped reloads a process's tables when its code changes (here a new
+// page of code every 5 ms, about ten reloads a second). A reload removed
+// every mapping of the process before it read /proc/PID/maps and wrote
+// them back: a walk in between found none and stopped at its leaf, on
+// threads whose code never changed (redis-server: 49 switch-outs cut in
+// epoll_wait while uprobes were placed). The thread that keeps to its code
+// loses no frame.
+TEST_P(UnwindTest, ReloadingAProcesssTablesCutsNoStackOfUnchangedCode) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("remap");
+  std::vector<const SymbolizedStack*> on_main, cut;
+  for (const SymbolizedStack& stack : run.trace.samples) {
+    if (stack.tid != static_cast<uint32_t>(run.pid)) continue;
+    on_main.push_back(&stack);
+    if (!stack.user.empty() && stack.user.back() == format::kUnwindStoppedFrame) cut.push_back(&stack);
+  }
+  ASSERT_GE(on_main.size(), 300u) << "too few samples of the main thread to judge";
+  EXPECT_TRUE(cut.empty()) << cut.size() << " of " << on_main.size()
+                           << " samples of the main thread cut short:" << ShowSome(cut);
+  ExpectSaneStacks(run);
+}
+
 // A library loaded with dlopen after the tables were loaded: a sample whose
 // leaf is in it, or whose walk reaches it, keeps its leaf and is marked cut
 // until louped has loaded the process's tables again (a request from BPF,

@@ -17,6 +17,10 @@
  *            the unwind tables), waits 300 ms more, loads
  *            libunwind_plugin.so with dlopen, prints "loaded", then
  *            main -> call_plugin -> plugin_work (the plugin) -> app_callback
+ *   remap    the cpu chain on main, while another thread maps a new page of
+ *            code every 5 ms and sleeps called from it (start_thread ->
+ *            remap_loop -> the page -> nap -> nanosleep): each page is code
+ *            the tracer's tables do not know yet, and asks it to reload them
  * Prints "ready" once the chain is in its steady state, then runs until
  * killed. The functions named above are noinline and global so that each
  * is a frame of its own, named in the symbol table. */
@@ -27,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -379,6 +384,47 @@ static void run_dlopen(void)
 		call_plugin(work);
 }
 
+/* ------------------------------------------------------------- remap */
+
+FRAME void nap(void)
+{
+	struct timespec pause = {0, 5 * 1000 * 1000};
+
+	nanosleep(&pause, NULL);
+}
+
+/* sub $8,%rsp; call *%rdi; add $8,%rsp; ret: calls its argument. */
+static const unsigned char trampoline[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd7,
+					   0x48, 0x83, 0xc4, 0x08, 0xc3};
+
+FRAME void *remap_loop(void *unused)
+{
+	(void)unused;
+	for (int pages = 0; forever; ++pages) {
+		/* A fresh page each time (up to 4 MiB of them, then the same). */
+		static void (*code)(void (*)(void));
+		if (pages < 1024 || !code) {
+			void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (page == MAP_FAILED)
+				exit(1);
+			memcpy(page, trampoline, sizeof trampoline);
+			code = (void (*)(void (*)(void)))page;
+		}
+		code(nap);
+	}
+	return NULL;
+}
+
+static void run_remap(void)
+{
+	pthread_t remapper;
+
+	if (pthread_create(&remapper, NULL, remap_loop, NULL) != 0)
+		exit(1);
+	run_cpu();
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -401,6 +447,9 @@ int main(int argc, char **argv)
 		run_lib();
 	else if (strcmp(mode, "dlopen") == 0)
 		run_dlopen();
-	fprintf(stderr, "usage: %s cpu|mutex|read|signal|recurse|nested|threads|lib|dlopen\n", argv[0]);
+	else if (strcmp(mode, "remap") == 0)
+		run_remap();
+	fprintf(stderr, "usage: %s cpu|mutex|read|signal|recurse|nested|threads|lib|dlopen|remap\n",
+		argv[0]);
 	return 2;
 }
