@@ -7,13 +7,8 @@
 # Both ways Go starts its threads: clone (pure Go) and pthread_create (cgo).
 set -euo pipefail
 tracectl=$1 source=$2
-fail() { echo "FAIL: $*"; exit 1; }
-if [ "$(id -u)" != 0 ]; then
-  [ "${LOUPE_REQUIRE_PRIVILEGED:-}" = 1 ] && fail "needs root (LOUPE_REQUIRE_PRIVILEGED=1)"
-  echo "SKIP: needs root to load BPF"; exit 77
-fi
+source "$(dirname "$0")/privileged.sh"
 command -v go > /dev/null || fail "go is not installed (golang-go)"
-work=$(mktemp -d)
 app=
 trap '[ -z "$app" ] || kill "$app" 2> /dev/null; rm -rf "$work"' EXIT
 export LOUPE_SOCKET=$work/no-louped.sock  # embedded
@@ -68,7 +63,6 @@ if samples - ended - truncated > max(2, samples // 50):
 print(f"{variant}: {stacks} stacks, {cut} cut; {ended} of {samples} samples end at a Go stack's end, "
       f"{truncated} cut at the depth limit")
 PY
-  [ -z "${KEEP_TO:-}" ] || cp "$work/folded" "$KEEP_TO.$variant"
   rm -rf "$work/trace" "$work/in"
 done
 echo PASS

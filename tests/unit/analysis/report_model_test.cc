@@ -47,6 +47,17 @@ v1::SymbolTable Symbols() {
   return table;
 }
 
+// Symbols() and kernel functions at the given addresses.
+v1::SymbolTable SymbolsAndKernel(std::initializer_list<std::pair<uint64_t, const char*>> kernel) {
+  v1::SymbolTable table = Symbols();
+  for (const auto& [address, function] : kernel) {
+    auto* entry = table.add_addresses();
+    entry->set_address(address);
+    entry->add_frames()->set_function(function);
+  }
+  return table;
+}
+
 // Code in anonymous memory with no perf map to name it (a JIT's) is named
 // by its address, and says so: two such mappings' offsets do not merge.
 TEST(StackProfileTest, AnonymousCodeIsNamedByItsAddress) {
@@ -374,11 +385,7 @@ TEST(ReportModelTest, TheSentencesWakerEndedTheDominantWait) {
     t += wait.ns;
   }
   model.Add({.time_ns = t, .tid = kHandler, .payload = format::OperationEnd{3}});
-  v1::SymbolTable symbols = Symbols();
-  auto* entry = symbols.add_addresses();
-  entry->set_address(kNanosleep);
-  entry->add_frames()->set_function("do_nanosleep");
-  model.AddSymbols(symbols);
+  model.AddSymbols(SymbolsAndKernel({{kNanosleep, "do_nanosleep"}}));
   model.Finish();
   const KindReport* request = KindNamed(model, "request");
   ASSERT_NE(request, nullptr);
@@ -503,18 +510,12 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
   model.Add({.time_ns = 9'000, .tid = kHandler, .cpu = 0,
              .payload = format::CpuSample{.user_stack = kHolderUser}});
   model.Add({.time_ns = 10'000, .tid = kHandler, .payload = format::OperationEnd{3}});
-  v1::SymbolTable symbols = Symbols();
-  for (const auto& [address, name] : {std::pair{kReserve, "__bpf_ringbuf_reserve"},
-                                      std::pair{kDispatch, "uprobe_dispatcher"},
-                                      std::pair{kSwbp, "handle_swbp"},
-                                      std::pair{kMmap, "uprobe_mmap"},
-                                      std::pair{kTrapExit, "irqentry_exit_to_user_mode"},
-                                      std::pair{kDebugTrap, "exc_debug_user"}}) {
-    auto* entry = symbols.add_addresses();
-    entry->set_address(address);
-    entry->add_frames()->set_function(name);
-  }
-  model.AddSymbols(symbols);
+  model.AddSymbols(SymbolsAndKernel({{kReserve, "__bpf_ringbuf_reserve"},
+                                      {kDispatch, "uprobe_dispatcher"},
+                                      {kSwbp, "handle_swbp"},
+                                      {kMmap, "uprobe_mmap"},
+                                      {kTrapExit, "irqentry_exit_to_user_mode"},
+                                      {kDebugTrap, "exc_debug_user"}}));
   model.Finish();
   const KindReport* request = KindNamed(model, "request");
   ASSERT_NE(request, nullptr);
@@ -552,17 +553,11 @@ TEST(ReportModelTest, ASampleHeldBackByInterruptsOffCountsForItsCaller) {
   model.Add({.time_ns = 6'000, .tid = kHandler, .cpu = 0,
              .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = enable_only_kernel}});
   model.Add({.time_ns = 10'000, .tid = kHandler, .payload = format::OperationEnd{3}});
-  v1::SymbolTable symbols = Symbols();
-  for (const auto& [address, name] : {std::pair{kEnable, "pvm_irq_enable"},
-                                      std::pair{kEnableThunk, "__raw_callee_save_pvm_irq_enable"},
-                                      std::pair{kUnlock, "_raw_spin_unlock_irqrestore"},
-                                      std::pair{kReadable, "sock_def_readable"},
-                                      std::pair{kOnlyEnable, "_raw_spin_unlock_irq"}}) {
-    auto* entry = symbols.add_addresses();
-    entry->set_address(address);
-    entry->add_frames()->set_function(name);
-  }
-  model.AddSymbols(symbols);
+  model.AddSymbols(SymbolsAndKernel({{kEnable, "pvm_irq_enable"},
+                                      {kEnableThunk, "__raw_callee_save_pvm_irq_enable"},
+                                      {kUnlock, "_raw_spin_unlock_irqrestore"},
+                                      {kReadable, "sock_def_readable"},
+                                      {kOnlyEnable, "_raw_spin_unlock_irq"}}));
   model.Finish();
   const KindReport* request = KindNamed(model, "request");
   ASSERT_NE(request, nullptr);

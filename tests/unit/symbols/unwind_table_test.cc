@@ -114,6 +114,23 @@ void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// The table of a copy of `path` (in `dir`) whose section `section` has
+// another name, so that the compiler does not find it.
+absl::StatusOr<UnwindTable> CompileWithSectionHidden(const std::string& path,
+                                                     const std::string& section,
+                                                     const testing::TempDir& dir) {
+  std::string copy = ReadFile(path);
+  const SectionPlace names = LayoutOf(path).sections.at(".shstrtab");
+  const size_t name = copy.find(section + '\0', names.offset);
+  if (name >= names.offset + names.size) {
+    return absl::NotFoundError("no section named " + section);
+  }
+  copy[name + 1] = 'x';
+  const std::string hidden = dir.File("hidden" + section);
+  WriteFile(hidden, copy);
+  return CompileFile(hidden);
+}
+
 std::string CodeAt(const std::string& path, const ElfLayout& layout,
                    const testing::AddressRange& range) {
   for (const SectionPlace& load : layout.loads) {
@@ -298,14 +315,8 @@ TEST(UnwindTableTest, ProgramWithItsCfiInDebugFrame) {
   EXPECT_EQ(RuleAt(*table, LayoutOf(path).entry), Rule(UnwindKind::kOutermost));
   // The same file with .debug_frame renamed away: .eh_frame alone describes
   // _start and the PLT, none of the functions.
-  std::string copy = ReadFile(path);
-  const SectionPlace names = layout.sections.at(".shstrtab");
-  const size_t name = copy.find(std::string(".debug_frame", 13), names.offset);
-  ASSERT_LT(name, names.offset + names.size);
-  copy[name + 1] = 'x';
   testing::TempDir dir;
-  WriteFile(dir.File("eh_frame_only"), copy);
-  const auto eh_frame_only = CompileFile(dir.File("eh_frame_only"));
+  const auto eh_frame_only = CompileWithSectionHidden(path, ".debug_frame", dir);
   ASSERT_TRUE(eh_frame_only.ok()) << eh_frame_only.status();
   EXPECT_LT(eh_frame_only->functions, table->functions);
   EXPECT_EQ(RuleAt(*eh_frame_only, functions.at("shapes_leaf").start), Rule(UnwindKind::kNone));
@@ -370,15 +381,8 @@ TEST(UnwindTableTest, GoRuntimeStackSwitchesAreOutermost) {
   }
   // The same file without the section that says Go's linker wrote it: a
   // C program may name a function so.
-  std::string copy = ReadFile(path);
-  const ElfLayout layout = LayoutOf(path);
-  const SectionPlace names = layout.sections.at(".shstrtab");
-  const size_t name = copy.find(std::string(".go.buildinfo", 14), names.offset);
-  ASSERT_LT(name, names.offset + names.size);
-  copy[name + 1] = 'x';
   testing::TempDir dir;
-  WriteFile(dir.File("not_go"), copy);
-  const auto not_go = CompileFile(dir.File("not_go"));
+  const auto not_go = CompileWithSectionHidden(path, ".go.buildinfo", dir);
   ASSERT_TRUE(not_go.ok()) << not_go.status();
   EXPECT_EQ(RuleAt(*not_go, functions.at("runtime.mstart.abi0").start), Rule(UnwindKind::kCfaRsp, 8));
 }
