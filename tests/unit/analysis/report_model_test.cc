@@ -125,6 +125,20 @@ const KindReport* KindNamed(const ReportModel& model, std::string_view name) {
   return nullptr;
 }
 
+// Operation 3, "request", begun on kHandler running on CPU 0 at 1 µs.
+void BeginRequestOnCpu0(ReportModel& model) {
+  Preamble(model, 1'000);
+  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
+  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "request"}});
+}
+
+// The model finished, its kind "request" if its slow requests were sampled.
+const KindReport* FinishedWithSlowSamples(ReportModel& model) {
+  model.Finish();
+  const KindReport* request = KindNamed(model, "request");
+  return request != nullptr && !request->slow.functions.empty() ? request : nullptr;
+}
+
 void ExpectPartsAddUp(const Breakdown& b) {
   uint64_t off = 0;
   for (const auto& [wait, ns] : b.off_cpu_ns) off += ns;
@@ -356,9 +370,7 @@ TEST(ReportModelTest, TheSentencesWakerEndedTheDominantWait) {
   constexpr uint64_t kNanosleep = 0xffffffff81000030;
   const uint64_t sleep_kernel[] = {kNanosleep};
   ReportModel model({});
-  Preamble(model, 1'000);
-  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
-  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "request"}});
+  BeginRequestOnCpu0(model);
   struct Wait {
     std::span<const uint64_t> kernel;
     uint64_t ns;
@@ -401,9 +413,7 @@ TEST(ReportModelTest, TheSentencesWakerEndedTheDominantWait) {
 // another thread holds it: "woken by a timer" would name a culprit.
 TEST(ReportModelTest, ALockWaitATimerEndsTimedOut) {
   ReportModel model({});
-  Preamble(model, 1'000);
-  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
-  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "request"}});
+  BeginRequestOnCpu0(model);
   model.Add({.time_ns = 2'000, .tid = kHandler, .cpu = 0, .payload = format::SchedSwitch{0, 1}});
   model.Add({.time_ns = 52'000, .tid = 0, .cpu = 1,
              .payload = format::SchedWakeup{.woken_tid = kHandler, .context = format::WakerContext::kTimer}});
@@ -489,9 +499,7 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
                      kSwbp = 0xffffffff81000300;
   const uint64_t tracer_kernel[] = {kReserve, kDispatch, kSwbp};
   ReportModel model({});
-  Preamble(model, 1'000);
-  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
-  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "request"}});
+  BeginRequestOnCpu0(model);
   for (uint64_t t = 2'000; t < 5'000; t += 1'000) {
     model.Add({.time_ns = t, .tid = kHandler, .cpu = 0,
                .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = tracer_kernel}});
@@ -516,10 +524,8 @@ TEST(ReportModelTest, SamplesInUprobeHandlingAreTheTracersNotTheRequests) {
                                       {kMmap, "uprobe_mmap"},
                                       {kTrapExit, "irqentry_exit_to_user_mode"},
                                       {kDebugTrap, "exc_debug_user"}}));
-  model.Finish();
-  const KindReport* request = KindNamed(model, "request");
+  const KindReport* request = FinishedWithSlowSamples(model);
   ASSERT_NE(request, nullptr);
-  ASSERT_FALSE(request->slow.functions.empty());
   EXPECT_EQ(request->slow.functions[0].first, kUprobeHandling);
   EXPECT_EQ(request->slow.functions[0].second, 4u);
   for (const auto& [function, samples] : request->slow.functions) {
@@ -543,9 +549,7 @@ TEST(ReportModelTest, ASampleHeldBackByInterruptsOffCountsForItsCaller) {
   const uint64_t socket_kernel[] = {kEnable, kEnableThunk, kUnlock, kReadable};
   const uint64_t enable_only_kernel[] = {kOnlyEnable};
   ReportModel model({});
-  Preamble(model, 1'000);
-  model.Add({.time_ns = 1'000, .tid = 0, .cpu = 0, .payload = format::SchedSwitch{kHandler, 0}});
-  model.Add({.time_ns = 1'000, .tid = kHandler, .payload = format::OperationBegin{3, "request"}});
+  BeginRequestOnCpu0(model);
   for (uint64_t t = 2'000; t < 5'000; t += 1'000) {
     model.Add({.time_ns = t, .tid = kHandler, .cpu = 0,
                .payload = format::CpuSample{.user_stack = kHolderUser, .kernel_stack = socket_kernel}});
@@ -558,10 +562,8 @@ TEST(ReportModelTest, ASampleHeldBackByInterruptsOffCountsForItsCaller) {
                                       {kUnlock, "_raw_spin_unlock_irqrestore"},
                                       {kReadable, "sock_def_readable"},
                                       {kOnlyEnable, "_raw_spin_unlock_irq"}}));
-  model.Finish();
-  const KindReport* request = KindNamed(model, "request");
+  const KindReport* request = FinishedWithSlowSamples(model);
   ASSERT_NE(request, nullptr);
-  ASSERT_FALSE(request->slow.functions.empty());
   EXPECT_EQ(request->slow.functions[0].first, "sock_def_readable");
   EXPECT_EQ(request->slow.functions[0].second, 3u);
   // With no kernel caller left the sample stays in the kernel: the user
