@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "daemon/base/status_util.h"
+#include "daemon/symbols/go_stack_ends.h"
 #include "daemon/symbols/unwind_table.h"
 
 namespace loupe::probes {
@@ -141,14 +142,7 @@ absl::StatusOr<std::vector<UsdtNote>> ElfFile::UsdtNotes() const {
   return notes;
 }
 
-bool ElfFile::IsGo() const {
-  // The Go linker's own sections, kept by strip (the runtime reads them).
-  GElf_Shdr header;
-  for (std::string_view section : {".go.buildinfo", ".gopclntab", ".note.go.buildid"}) {
-    if (FindSection(elf_.get(), section, &header) != nullptr) return true;
-  }
-  return false;
-}
+bool ElfFile::IsGo() const { return symbols::IsGoProgram(elf_.get()); }
 
 bool ElfFile::HasExceptionTables() const {
   GElf_Shdr header;

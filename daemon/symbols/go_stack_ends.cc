@@ -18,7 +18,13 @@ constexpr std::string_view kStackEnds[] = {
     "runtime.rt0_go",    "runtime.mstart",      "runtime.goexit",     "runtime.mcall",
     "runtime.morestack", "runtime.systemstack", "runtime.asmcgocall", "runtime.cgocallback"};
 
-// Sections only Go's linker writes.
+struct Extent {
+  uint64_t start = 0, end = 0;
+  bool abi0 = false;
+};
+
+}  // namespace
+
 bool IsGoProgram(Elf* elf) {
   size_t names = 0;
   if (elf_getshdrstrndx(elf, &names) != 0) return false;
@@ -33,13 +39,6 @@ bool IsGoProgram(Elf* elf) {
   }
   return false;
 }
-
-struct Extent {
-  uint64_t start = 0, end = 0;
-  bool abi0 = false;
-};
-
-}  // namespace
 
 std::vector<UnwindRow> GoStackEnds(Elf* elf) {
   if (!IsGoProgram(elf)) return {};

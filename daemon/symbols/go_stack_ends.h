@@ -15,6 +15,10 @@
 
 namespace loupe::symbols {
 
+// Whether Go's linker wrote the file: it has one of the sections only that
+// linker writes, which strip keeps (the runtime reads them).
+bool IsGoProgram(Elf* elf);
+
 // For a Go program with its symbol table: a kOutermost row over each of
 // those functions and a kNone row where each ends, sorted (to lay over the
 // file's own rows with Overlay). Empty for other files, and for a Go
