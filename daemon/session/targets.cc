@@ -13,6 +13,10 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
   std::map<uint32_t, ProcessIdentity> processes;
   std::vector<std::string> notes;
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> untraced_children;  // (named pid, children)
+  // What ptrace would allow the caller: root, or its own plain processes.
+  const auto caller_may_trace = [caller_uid](const ProcessIdentity& process) {
+    return caller_uid == 0 || (process.uid == caller_uid && process.plain_user);
+  };
   for (uint32_t named : pids) {
     uint32_t pid = named;
     if (caller_pid != 0) {
@@ -60,7 +64,7 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
     for (uint32_t child : children) {
       absl::StatusOr<ProcessIdentity> descendant = ReadProcess(child);
       if (!descendant.ok()) continue;  // exited meanwhile
-      if (caller_uid != 0 && (descendant->uid != caller_uid || !descendant->plain_user)) {
+      if (!caller_may_trace(*descendant)) {
         notes.push_back(fmt::format(
             "descendant {} ({}) of pid {} belongs to uid {}: not traced for uid {}", child,
             descendant->name, named, descendant->uid, caller_uid));
@@ -71,12 +75,16 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
   }
   // A master that hands its work to child processes (nginx, PostgreSQL, a
   // pre-forking server) sleeps through its trace: say where the work is.
+  // Only children the caller may trace are named: louped reads /proc with
+  // more rights than a caller has.
   for (const auto& [named, children] : untraced_children) {
     std::vector<std::string> untraced;
     for (uint32_t child : children) {
       if (processes.contains(child)) continue;  // named as well
       absl::StatusOr<ProcessIdentity> descendant = ReadProcess(child);
-      if (descendant.ok()) untraced.push_back(fmt::format("{} {}", child, descendant->name));
+      if (descendant.ok() && caller_may_trace(*descendant)) {
+        untraced.push_back(fmt::format("{} {}", child, descendant->name));
+      }
     }
     if (untraced.empty()) continue;
     constexpr size_t kListed = 4;

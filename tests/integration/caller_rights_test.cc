@@ -474,5 +474,56 @@ TEST(CallerTargetsTest, NobodyMayNotTraceItsUndumpableOrSetuidProcesses) {
   }
 }
 
+// The note naming a target's children left untraced names only those the
+// caller could trace: louped reads /proc with more rights than the caller.
+TEST(CallerTargetsTest, AnUntracedChildIsNamedOnlyToACallerWhoMayTraceIt) {
+  REQUIRE_ROOT();
+  const Credentials nobody = Nobody();
+  int pids[2];
+  ASSERT_EQ(pipe(pids), 0);
+  const pid_t parent = fork();
+  if (parent == 0) {
+    if (setresgid(nobody.gid, nobody.gid, nobody.gid) != 0 ||
+        setresuid(nobody.uid, nobody.uid, nobody.uid) != 0) {
+      _exit(1);
+    }
+    prctl(PR_SET_DUMPABLE, 1);  // changing credentials cleared it
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    pid_t children[2];
+    for (int dumpable = 1; dumpable >= 0; --dumpable) {
+      children[dumpable] = fork();
+      if (children[dumpable] == 0) {
+        prctl(PR_SET_DUMPABLE, dumpable);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pause();
+        _exit(0);
+      }
+    }
+    (void)!write(pids[1], children, sizeof children);
+    pause();
+    _exit(0);
+  }
+  pid_t children[2];  // [0] undumpable, [1] plain
+  ASSERT_EQ(read(pids[0], children, sizeof children), static_cast<ssize_t>(sizeof children));
+  close(pids[0]);
+  close(pids[1]);
+  usleep(50'000);  // each child has made itself undumpable or not
+  auto note = [&](uint32_t caller_uid) {
+    absl::StatusOr<session::Targets> targets =
+        session::Targets::Resolve({static_cast<uint32_t>(parent)}, 0, caller_uid, false);
+    EXPECT_TRUE(targets.ok()) << targets.status();
+    return targets.ok() && targets->notes().size() == 1 ? targets->notes()[0] : std::string();
+  };
+  const std::string plain = std::to_string(children[1]) + " ", undumpable = std::to_string(children[0]) + " ";
+  const std::string as_nobody = note(nobody.uid), as_root = note(0);
+  EXPECT_NE(as_nobody.find("1 child process(es)"), std::string::npos) << as_nobody;
+  EXPECT_NE(as_nobody.find(plain), std::string::npos) << as_nobody;
+  EXPECT_EQ(as_nobody.find(undumpable), std::string::npos) << as_nobody;
+  EXPECT_NE(as_root.find("2 child process(es)"), std::string::npos) << as_root;
+  EXPECT_NE(as_root.find(undumpable), std::string::npos) << as_root;
+  kill(parent, SIGKILL);
+  waitpid(parent, nullptr, 0);
+}
+
 }  // namespace
 }  // namespace loupe
