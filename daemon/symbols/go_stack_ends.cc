@@ -13,10 +13,11 @@ namespace {
 // Where stacks begin (a new thread's, the program's, a goroutine's), and
 // where the runtime switches stacks: to g0 to park a goroutine, to grow
 // its stack or run runtime code, to C for cgo, back to a goroutine for a
-// callback from C.
+// callback from C, to g0 (realigned) for the vDSO's clock reads.
 constexpr std::string_view kStackEnds[] = {
-    "runtime.rt0_go",    "runtime.mstart",      "runtime.goexit",     "runtime.mcall",
-    "runtime.morestack", "runtime.systemstack", "runtime.asmcgocall", "runtime.cgocallback"};
+    "runtime.rt0_go",      "runtime.mstart",     "runtime.goexit",      "runtime.mcall",
+    "runtime.morestack",   "runtime.systemstack", "runtime.asmcgocall", "runtime.cgocallback",
+    "runtime.nanotime1",   "runtime.walltime",    "runtime.walltime1"};
 
 struct Extent {
   uint64_t start = 0, end = 0;

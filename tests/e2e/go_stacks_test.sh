@@ -41,7 +41,8 @@ if stacks < 200:
 if cut * 50 > stacks:
     sys.exit(f"FAIL ({variant}): {cut} of {stacks} stacks cut short (over 2 %):\n{verify}")
 ends = {"runtime.goexit", "runtime.mstart", "runtime.rt0_go", "runtime.mcall", "runtime.morestack",
-        "runtime.systemstack", "runtime.asmcgocall", "runtime.cgocallback"}
+        "runtime.systemstack", "runtime.asmcgocall", "runtime.cgocallback", "runtime.nanotime1",
+        "runtime.walltime", "runtime.walltime1"}
 samples = ended = 0
 for line in folded:
     stack, n = line.rsplit(" ", 1)
@@ -55,7 +56,7 @@ for line in folded:
             sys.exit(f"FAIL ({variant}): {frame} called by another frame: {stack}")
     ended += int(n) if user[0] in ends else 0
 # Else only a stack deeper than a walk goes (main.deep's recursion), or
-# a rare other end (the vDSO's clock read on the thread's own stack).
+# a rare other end.
 truncated = sum(int(n) for n in re.findall(r"cut (\d+) \(cpu_sample/stack_truncated\)", verify))
 if samples - ended - truncated > max(2, samples // 50):
     sys.exit(f"FAIL ({variant}): {ended} of {samples} sampled stacks end where Go's stacks do "
