@@ -241,7 +241,8 @@ static __always_inline void fill_comm(char *comm, struct task_struct *task, bool
 }
 
 /* How long `prev` has run since its last arrival on a CPU, from the run
- * queue's clock (brought up to date by __schedule before the tracepoint)
+ * queue's clock (brought up to date by __schedule before sched_switch;
+ * elsewhere it may lag by up to a tick)
  * and the arrival the scheduler's own accounting keeps (CONFIG_SCHED_INFO).
  * Some switches are never reported by the tracepoint (seen on a 6.18 guest:
  * none from its init's threads, ~5 per second), so a target's switch-in can
@@ -601,6 +602,7 @@ static __always_inline int on_exec(struct task_struct *task, pid_t old_pid,
 	rec->tid = BPF_CORE_READ(task, pid);
 	rec->tgid = tgid;
 	rec->old_tid = old_pid;
+	rec->ran_ns = ran_since_arrival(task);
 	bpf_probe_read_kernel_str(rec->filename, sizeof(rec->filename), BPF_CORE_READ(bprm, filename));
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;

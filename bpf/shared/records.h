@@ -146,7 +146,12 @@ struct loupe_process_exec {
 	/* The thread that called exec, before it took the main thread's tid
 	 * (the same as tid when the main thread called it). */
 	__u32 old_tid;
-	__u32 reserved;
+	/* How long that thread had run since its last arrival on a CPU, by
+	 * the run queue's clock as last brought up to date (so up to a tick
+	 * short; 0 where unknown): places a switch-in the tracepoint did not
+	 * report, when no later switch-out of it will be recorded (a process
+	 * dropped at this exec). */
+	__u32 ran_ns;
 	char filename[LOUPE_PATH_LEN];
 };
 

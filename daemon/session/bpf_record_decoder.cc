@@ -139,6 +139,7 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
       event->record.tid = r.tid;
       event->text.assign(CString(r.filename, sizeof r.filename));
       event->record.payload = format::ProcessExec{.pid = r.tgid, .old_tid = r.old_tid};
+      event->prev_ran_ns = r.ran_ns;
       return true;
     }
     case LOUPE_REC_THREAD_EXIT: {

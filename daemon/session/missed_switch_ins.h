@@ -5,7 +5,8 @@
 // second switch-out says, from the scheduler's own accounting, how long it
 // had run (loupe_sched_switch.prev_ran_ns): the missing switch-in is made
 // at that time, from the thread the CPU was last seen to switch to, and
-// marked inferred (format::kSwitchInferred in its prev_state).
+// marked inferred (format::kSwitchInferred in its prev_state). An exec
+// says the same of the thread that called it (loupe_process_exec.ran_ns).
 #ifndef LOUPE_DAEMON_SESSION_MISSED_SWITCH_INS_H_
 #define LOUPE_DAEMON_SESSION_MISSED_SWITCH_INS_H_
 
@@ -24,8 +25,8 @@ class MissedSwitchIns {
   explicit MissedSwitchIns(IsTarget is_target) : is_target_(std::move(is_target)) {}
 
   // Every event, in the order drained (a thread's own records are in order
-  // there). True when `event` switches a target out a second time with no
-  // switch-in since: the missing switch-in, at inferred_time_ns() (before
+  // there). True when `event` switches a target out a second time, or is
+  // its exec, with no switch-in since: the missing switch-in, at inferred_time_ns() (before
   // `event`'s, and strictly before any record the thread ran meanwhile), is then to
   // be taken with TakeInferred.
   bool Observe(const OwnedEvent& event);
@@ -43,6 +44,11 @@ class MissedSwitchIns {
     uint32_t cpu = 0;
     OnCpu from, to;
   };
+  // Whether `thread`, on `cpu` at `time_ns` having run `ran_ns` there, was
+  // switched in unreported; if so, the switch-in is made (inferred_).
+  bool InferSwitchIn(uint64_t time_ns, uint32_t cpu, OnCpu thread, uint32_t ran_ns);
+  OnCpu& OnCpuOf(uint32_t cpu);
+
   IsTarget is_target_;
   Inferred inferred_;
   struct SwitchedOut {

@@ -98,7 +98,8 @@ class OwnedEvent {
   uint32_t prev_tgid = 0;
   uint32_t next_tgid = 0;
   uint16_t user_depth = 0;
-  // For switches of a target: how long it had run (loupe_sched_switch).
+  // For switches of a target and execs: how long the thread had run
+  // (loupe_sched_switch, loupe_process_exec).
   uint32_t prev_ran_ns = 0;
   // For uprobe entries and returns: the user stack pointer (UprobePairer).
   uint64_t user_sp = 0;

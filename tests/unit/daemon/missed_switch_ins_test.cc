@@ -106,6 +106,41 @@ TEST_F(MissedSwitchInsTest, ANewThreadsFirstSwitchInIsPlacedToo) {
   EXPECT_FALSE(missed_.Observe(Switch(9'000, kOtherWorker, kTarget, kTokio, kInit, 2'500)));
 }
 
+OwnedEvent Exec(uint64_t time_ns, uint32_t tid, uint32_t ran_ns) {
+  OwnedEvent event;
+  event.record = {.time_ns = time_ns, .tid = tid,
+                  .payload = format::ProcessExec{.pid = kTarget, .old_tid = tid}};
+  event.prev_tgid = kTarget;
+  event.prev_ran_ns = ran_ns;
+  return event;
+}
+
+// An exec is the thread's own: its account of the time run places the
+// switch-in as a switch-out's does (a process dropped at its exec has none).
+TEST_F(MissedSwitchInsTest, AnExecPlacesTheSwitchInOfTheThreadThatCalledIt) {
+  EXPECT_FALSE(missed_.Observe(Switch(1'000, kTarget, kTarget, kTokio, kInit, 400)));
+  ASSERT_TRUE(missed_.Observe(Exec(5'000, kTarget, 1'500)));
+  EXPECT_EQ(missed_.inferred_time_ns(), 3'500u);
+  OwnedEvent in;
+  missed_.TakeInferred(&in);
+  EXPECT_EQ(in.record.tid, kTokio);
+  EXPECT_EQ(std::get<format::SchedSwitch>(in.record.payload).next_tid, kTarget);
+  // Placed once: its next switch-out finds it switched in.
+  EXPECT_FALSE(missed_.Observe(Switch(9'000, kTarget, kTarget, kTokio, kInit, 5'000)));
+
+  // The run queue's clock not brought up to date since it arrived (0): it
+  // ran before its exec, at least.
+  EXPECT_FALSE(missed_.Observe(Switch(9'500, kTokio, kInit, kTarget, kTarget, 0)));
+  EXPECT_FALSE(missed_.Observe(Switch(10'000, kTarget, kTarget, kTokio, kInit, 400)));
+  ASSERT_TRUE(missed_.Observe(Exec(12'000, kTarget, 0)));
+  EXPECT_EQ(missed_.inferred_time_ns(), 11'999u);
+
+  // Switched in as reported: nothing to place.
+  EXPECT_FALSE(missed_.Observe(Switch(13'000, kTarget, kTarget, kTokio, kInit, 400)));
+  EXPECT_FALSE(missed_.Observe(Switch(14'000, kTokio, kInit, kTarget, kTarget, 0)));
+  EXPECT_FALSE(missed_.Observe(Exec(15'000, kTarget, 200)));
+}
+
 TEST_F(MissedSwitchInsTest, AnExitedThreadIsForgotten) {
   EXPECT_FALSE(missed_.Observe(Switch(1'000, kWorker, kTarget, kTokio, kInit, 400, format::kTaskDead)));
   EXPECT_EQ(missed_.switched_out_threads(), 0u);

@@ -451,6 +451,28 @@ TEST_F(PipelineReplayTest, AFollowedChildsLastSwitchStillPlacesItsSwitchIn) {
   EXPECT_EQ(inferred, std::vector<uint64_t>{t0 + 4'100});
 }
 
+// A target preempted, switched in unreported, then exec'ing a program that
+// drops it (setuid, for a caller that is not root): no switch-out of it is
+// recorded after, so only the exec can end its wait, not the trace's end.
+TEST_F(PipelineReplayTest, AnExecEndsTheWaitOfAThreadSwitchedInUnreported) {
+  const uint64_t t0 = 2'000'000'000;
+  loupe_process_exec exec{};
+  exec.tid = exec.tgid = exec.old_tid = kTarget;
+  exec.ran_ns = 3'000;  // on a CPU since t0 + 7 µs
+  std::strncpy(exec.filename, "/usr/bin/passwd", sizeof exec.filename);
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {
+      Switch(t0 + 1'000, 0, kOther, kOther, kTarget, kTarget, 0),
+      Switch(t0 + 2'000, 0, kTarget, kTarget, kOther, kOther, 0),  // preempted
+      Bytes(exec, LOUPE_REC_PROCESS_EXEC, t0 + 10'000, 0),
+  };
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  const std::vector<format::OffCpu> waits = OfKind<format::OffCpu>(records);
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].duration_ns, 5'000u);
+  EXPECT_EQ(waits[0].runq_ns, 5'000u);
+}
+
 TEST_F(PipelineReplayTest, EveryLossIsInTheTraceAndInTheStatsExactly) {
   const uint64_t t0 = 3'000'000'000;
   std::vector<RingBatch> batches(3);
