@@ -91,6 +91,7 @@ struct unwind_walk {
 	__u32 depth;
 	__u32 flags;    /* enum loupe_stack_flag */
 	bool exact;     /* pc is where the code was, not a return address */
+	bool in_trap;   /* the leaf is in an exception without an error code (orig_ax -1) */
 	bool complete;  /* reached the stack's bottom */
 	bool have_mapping;
 	struct loupe_unwind_mapping mapping; /* of the last frame: callers often share it */
@@ -290,6 +291,32 @@ static __always_inline void leave_uprobe_page(struct unwind_walk *walk, struct u
 	walk->exact = false;
 }
 
+/* A thread stopped by a uprobe's breakpoint has pc one byte past it until
+ * the kernel's handler, on the thread's way back to user mode, rewinds it:
+ * a sample in between would read the leaf's row at the wrong address, and
+ * for a probe on a function's last instruction (a %return probe on its
+ * final ret) past the function's end, where no row is and the walk stops.
+ * The breakpoint is where the thread is: a trap with no error code, no
+ * probed instruction being stepped, an int3 byte just before pc, and a row
+ * for it (the int3 padding linkers put between functions has none, nor
+ * does anything before a function's first byte, where pc is once rewound). */
+static __always_inline void rewind_to_breakpoint(struct unwind_walk *walk)
+{
+	__u64 breakpoint = walk->pc - 1;
+	struct loupe_unwind_row *row;
+	__u8 byte = 0;
+
+	if (!walk->in_trap || walk->mapping.row_count == 0 || breakpoint < walk->mapping.start ||
+	    breakpoint - walk->mapping.bias > 0xffffffffULL)
+		return;
+	if (bpf_probe_read_user(&byte, sizeof(byte), (const void *)breakpoint) != 0 || byte != 0xcc)
+		return;
+	row = find_row(walk->mapping.first_row, walk->mapping.row_count,
+		       (__u32)(breakpoint - walk->mapping.bias));
+	if (row && row->kind != LOUPE_UNWIND_NONE)
+		walk->pc = breakpoint;
+}
+
 /* The caller's registers by the frame-pointer convention. A null rbp is
  * where the outermost frame leaves it. */
 static __always_inline bool step_by_frame_pointer(struct unwind_walk *walk)
@@ -409,6 +436,8 @@ static long unwind_step(__u64 index, void *context)
 		request_tables(walk->tgid);
 		return 1;
 	}
+	if (walk->depth == 0)
+		rewind_to_breakpoint(walk);
 	out->frames[walk->depth & LOUPE_MAX_STACK_DEPTH] =
 		walk->pc | (walk->exact && walk->depth > 0 ? LOUPE_FRAME_EXACT : 0);
 	walk->depth++;
@@ -464,6 +493,10 @@ static __always_inline __u32 unwind_user_stack(__u64 *frames, __u32 tgid, __u32 
 	if (bpf_core_field_exists(task->utask)) {
 		struct uprobe_task *utask = BPF_CORE_READ(task, utask);
 
+		/* Stepping over a probed instruction's copy is a trap too (#DB),
+		 * after the breakpoint's handler ran. */
+		walk->in_trap = regs->orig_ax == (__u64)-1 &&
+				!(utask && BPF_CORE_READ(utask, active_uprobe));
 		if (utask) {
 			walk->pending = BPF_CORE_READ(utask, return_instances);
 			if (walk->pending)

@@ -313,7 +313,7 @@ TEST_P(UnwindTest, StacksInsideReturnProbedCallsReachTheirCallers) {
   for (const SymbolizedStack& stack : samples) {
     if (!Reaches(stack.user_frames, "main")) short_of_main.push_back(&stack);
   }
-  EXPECT_LE(short_of_main.size() * 100, samples.size() * 1)
+  EXPECT_LE(short_of_main.size() * 500, samples.size())
       << short_of_main.size() << " of " << samples.size()
       << " user stacks do not reach main:" << ShowSome(short_of_main);
   EXPECT_FALSE(Matching(samples, {Is("main"), Is("sort_it"), Contains({"qsort"}), Is("cmp")}).empty())
@@ -323,6 +323,9 @@ TEST_P(UnwindTest, StacksInsideReturnProbedCallsReachTheirCallers) {
 
 // Twelve levels of a recursion traced with %return: every level's return
 // address is the trampoline, each put back from its own pending return.
+// The return probe is on nest's last byte (its ret): a sample on the
+// trap's way back, before the kernel rewinds pc onto it, found pc past the
+// function and the walk stopped there (5-20 of ~1600 stacks before).
 TEST_P(UnwindTest, StacksInsideNestedReturnProbedCallsReachMain) {
   LOUPE_REQUIRE_PRIVILEGES();
   const UnwindRun run = Trace("nested", nullptr, {"unwind_app_" + GetParam() + ":nest%return"});
@@ -336,7 +339,7 @@ TEST_P(UnwindTest, StacksInsideNestedReturnProbedCallsReachMain) {
                                      [](const NamedFrame& frame) { return frame.function == "nest"; });
     if (nests == 13) ++thirteen_deep;
   }
-  EXPECT_LE(short_of_main.size() * 100, samples.size() * 1)
+  EXPECT_LE(short_of_main.size() * 500, samples.size())
       << short_of_main.size() << " of " << samples.size()
       << " user stacks do not reach main:" << ShowSome(short_of_main);
   EXPECT_GE(thirteen_deep * 2, samples.size()) << "few stacks hold all 13 levels:"
