@@ -2,31 +2,9 @@
 
 #include <algorithm>
 
-#include "daemon/base/overloaded.h"
+#include "daemon/session/made_on_cpu.h"
 
 namespace loupe::session {
-namespace {
-
-// Records a thread makes itself, so it was on a CPU at their time (its
-// exit and its exec are reported from the thread itself too).
-bool RanIt(const format::Record& record) {
-  using namespace format;
-  return std::visit(
-      Overloaded{[](const CpuSample&) { return true; }, [](const SpanBegin&) { return true; },
-                 [](const SpanEnd&) { return true; }, [](const Instant&) { return true; },
-                 [](const Counter&) { return true; }, [](const OperationBegin&) { return true; },
-                 [](const OperationEnd&) { return true; }, [](const UsdtEvent&) { return true; },
-                 [](const UprobeEntry&) { return true; }, [](const UprobeReturn&) { return true; },
-                 [](const ClockSync&) { return false; }, [](const ProcessInfo&) { return false; },
-                 [](const ThreadInfo&) { return false; }, [](const ProcessFork&) { return false; },
-                 [](const ProcessExec&) { return true; }, [](const ThreadExit&) { return true; },
-                 [](const SchedSwitch&) { return false; }, [](const SchedWakeup&) { return false; },
-                 [](const SchedMigrate&) { return false; }, [](const OffCpu&) { return false; },
-                 [](const Loss&) { return false; }},
-      record.payload);
-}
-
-}  // namespace
 
 bool MissedSwitchIns::Observe(const OwnedEvent& event) {
   const format::Record& record = event.record;
@@ -54,7 +32,7 @@ bool MissedSwitchIns::Observe(const OwnedEvent& event) {
   }
   const auto* change = std::get_if<format::SchedSwitch>(&record.payload);
   if (change == nullptr) {
-    if (RanIt(record)) {
+    if (MadeOnCpu(record)) {
       if (auto out = switched_out_.find(record.tid); out != switched_out_.end()) {
         out->second.first_run_ns = std::min(out->second.first_run_ns, record.time_ns);
       }

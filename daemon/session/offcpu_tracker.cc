@@ -5,12 +5,26 @@
 #include <variant>
 
 #include "daemon/base/overloaded.h"
+#include "daemon/session/made_on_cpu.h"
 
 namespace loupe::session {
 
 bool OffCpuTracker::Observe(OwnedEvent& event, OwnedEvent* interval) {
   const format::Record& record = event.record;
   bool made = false;
+  // A thread making a record of its own is running: a wait still open
+  // ended at a switch-in the tracepoint did not report and that could not
+  // be placed (MissedSwitchIns: no later switch-out of the thread, as in a
+  // process dropped at an exec, or one placed too late for the reorder
+  // window). It ends here at the latest, not when the trace does.
+  if (MadeOnCpu(record)) {
+    if (auto out = switched_out_.find(record.tid);
+        out != switched_out_.end() && out->second.active && !out->second.exited) {
+      End(record.tid, out->second, record.time_ns, record.cpu, interval);
+      woken_.erase(record.tid);
+      made = true;
+    }
+  }
   std::visit(Overloaded{
                  [&](const format::SchedWakeup& wakeup) {
                    // A new thread with an exited one's tid, whose last switch was lost.

@@ -22,8 +22,9 @@ class OffCpuTracker {
   explicit OffCpuTracker(IsTarget is_target) : is_target_(std::move(is_target)) {}
 
   // Feed every event in time order. For a switch-in that ends an off-CPU
-  // interval, fills `interval` with the off_cpu event to write after it and
-  // returns true. Takes the switch-out stacks out of `event` (a
+  // interval (or a record the thread made itself, where the kernel did not
+  // report its switch-in), fills `interval` with the off_cpu event to
+  // write after it and returns true. Takes the switch-out stacks out of `event` (a
   // sched_switch record carries none); buffers are swapped, never freed, so
   // a busy session allocates nothing here once each thread has been seen.
   bool Observe(OwnedEvent& event, OwnedEvent* interval);

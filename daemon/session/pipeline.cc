@@ -166,10 +166,7 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
     // their waits so far, or their switch-out stacks would be in no record.
     const uint64_t end_ns =
         std::max(last_time_ns_, stopped_at_ns_ != 0 ? stopped_at_ns_ : drained_at_ns);
-    while (offcpu_.TakeUnended(end_ns, &interval_)) {
-      operations_.Observe(interval_.record);
-      Write(interval_);
-    }
+    while (offcpu_.TakeUnended(end_ns, &interval_)) WriteInterval();
     WriteAsleepAllAlong(end_ns);
     if (options_.recording_since_ns != 0) {
       OwnedEvent stop;
@@ -279,6 +276,12 @@ void Pipeline::WriteLoss(const format::Loss& loss, uint64_t time_ns) {
 void Pipeline::Release(OwnedEvent& event) {
   for (OwnedEvent& info : foreign_.Describe(event)) Write(info);
   const bool ended_interval = offcpu_.Observe(event, &interval_);
+  // A wait ended by a record of the thread's own (its switch-in never
+  // reported) goes before that record: an operation the record ends held
+  // the wait, one it begins did not.
+  const bool ended_by_own_record =
+      ended_interval && !std::holds_alternative<format::SchedSwitch>(event.record.payload);
+  if (ended_by_own_record) WriteInterval();
   targets_.Track(event);
   operations_.Observe(event.record);
   calls_.Observe(event.record, event.user_sp, event.args());
@@ -287,10 +290,12 @@ void Pipeline::Release(OwnedEvent& event) {
   } else {
     Write(event);
   }
-  if (ended_interval) {
-    operations_.Observe(interval_.record);
-    Write(interval_);
-  }
+  if (ended_interval && !ended_by_own_record) WriteInterval();
+}
+
+void Pipeline::WriteInterval() {
+  operations_.Observe(interval_.record);
+  Write(interval_);
 }
 
 void Pipeline::WriteUnwound(const format::Record& caught) {

@@ -110,6 +110,8 @@ class Pipeline {
   Pipeline(PipelineOptions options, Targets targets, const std::vector<std::string>* probe_names,
            std::shared_ptr<spdlog::logger> log);
   void Release(OwnedEvent& event);
+  // The off-CPU interval the tracker made (interval_), stamped with its operation.
+  void WriteInterval();
   // The reorder buffer's sink: Release.
   ReorderBuffer::Sink ReleaseSink() {
     return [this](OwnedEvent& event) { Release(event); };

@@ -187,6 +187,48 @@ TEST_F(OffCpuTrackerTest, AThreadPreemptedOnItsWayOutLeavesNoWaitAtTheEnd) {
   EXPECT_FALSE(lost.TakeUnended(90'000, &made));
 }
 
+// Preempted, then switched in by a switch the tracepoint did not report
+// and never switched out again while traced (its process dropped at an
+// exec, or the trace ended while it ran): its own records say it runs, so
+// its wait ends at the first of them, not when tracing stops.
+TEST_F(OffCpuTrackerTest, ARecordOfItsOwnEndsTheWaitOfAThreadSwitchedInUnreported) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 501, kOther, 0));  // preempted
+  OwnedEvent sample;
+  sample.record = {.time_ns = 4000, .tid = 101, .cpu = 1, .payload = format::CpuSample{}};
+  sample.prev_tgid = kTarget;
+  events.push_back(std::move(sample));
+  OwnedEvent span;
+  span.record = {.time_ns = 5000, .tid = 101, .cpu = 1, .payload = format::SpanBegin{.span_id = 1}};
+  events.push_back(std::move(span));
+  // The switch-in placed late, from the thread's next switch-out.
+  events.push_back(Switch(6000, 501, kOther, 101, kTarget, format::kSwitchInferred));
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 1u);
+  EXPECT_EQ(intervals[0].record.time_ns, 4000u);
+  EXPECT_EQ(intervals[0].record.cpu, 1u);
+  const auto& off = std::get<format::OffCpu>(intervals[0].record.payload);
+  EXPECT_EQ(off.duration_ns, 3000u);
+  EXPECT_EQ(off.runq_ns, 3000u);  // preempted: runnable all along
+  EXPECT_EQ(intervals[0].frames, (std::vector<uint64_t>{0x10, 0x20}));
+  OwnedEvent none;
+  EXPECT_FALSE(tracker_.TakeUnended(90'000, &none));
+
+  // Its exit too: the wait is written, not dropped with the thread.
+  std::vector<OwnedEvent> exiting;
+  exiting.push_back(Switch(10'000, 102, kTarget, 501, kOther, kSleeping));
+  exiting.push_back(Wakeup(11'000, 501, 102));
+  OwnedEvent exit;
+  exit.record = {.time_ns = 12'000, .tid = 102, .cpu = 0, .payload = format::ThreadExit{}};
+  exiting.push_back(std::move(exit));
+  const std::vector<OwnedEvent> waits = Replay(std::move(exiting));
+  ASSERT_EQ(waits.size(), 1u);
+  const auto& woken = std::get<format::OffCpu>(waits[0].record.payload);
+  EXPECT_EQ(woken.duration_ns, 2000u);
+  EXPECT_EQ(woken.runq_ns, 1000u);
+  EXPECT_EQ(woken.waker_tid, 501u);
+}
+
 // A switch-out inside a signal handler: the interrupted frame is exact, and
 // stays so in the interval, so it is symbolized where the code was.
 TEST_F(OffCpuTrackerTest, FramesASignalInterruptedStayExact) {

@@ -473,6 +473,38 @@ TEST_F(PipelineReplayTest, AnExecEndsTheWaitOfAThreadSwitchedInUnreported) {
   EXPECT_EQ(waits[0].runq_ns, 5'000u);
 }
 
+// A wait ended by a record of the thread's own (its switch-in unreported,
+// never placed: no switch-out follows) belongs to the operation that
+// record ends, and not to one it begins.
+TEST_F(PipelineReplayTest, AWaitEndedByTheThreadsOwnRecordKeepsItsOperation) {
+  const uint64_t t0 = 2'000'000'000;
+  const auto shim = [](uint64_t operation_id) {
+    loupe_shim_event event{};
+    event.tid = event.tgid = kTarget;
+    event.args[0] = operation_id;
+    return event;
+  };
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {
+      Switch(t0 + 1'000, 0, kOther, kOther, kTarget, kTarget, 0),
+      Bytes(shim(7), LOUPE_REC_OPERATION_BEGIN, t0 + 1'500, 0),
+      Switch(t0 + 2'000, 0, kTarget, kTarget, kOther, kOther, 0),  // preempted
+      Bytes(shim(7), LOUPE_REC_OPERATION_END, t0 + 6'000, 1),      // ran again, unreported
+      Switch(t0 + 7'000, 1, kTarget, kTarget, kOther, kOther, 0),  // preempted again
+      Bytes(shim(8), LOUPE_REC_OPERATION_BEGIN, t0 + 9'000, 0),    // unreported again
+      Bytes(shim(8), LOUPE_REC_OPERATION_END, t0 + 9'500, 0),
+  };
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  std::vector<std::pair<uint64_t, uint64_t>> waits;  // end, operation
+  for (const format::Record& record : records) {
+    if (const auto* off = std::get_if<format::OffCpu>(&record.payload)) {
+      EXPECT_EQ(off->duration_ns, off->runq_ns);
+      waits.emplace_back(record.time_ns - t0, off->operation_id);
+    }
+  }
+  EXPECT_EQ(waits, (std::vector<std::pair<uint64_t, uint64_t>>{{6'000, 7}, {9'000, 0}}));
+}
+
 TEST_F(PipelineReplayTest, EveryLossIsInTheTraceAndInTheStatsExactly) {
   const uint64_t t0 = 3'000'000'000;
   std::vector<RingBatch> batches(3);
