@@ -300,6 +300,27 @@ enum loupe_unwind_kind {
 /* In cfa_register: rbp was saved at rbp + rbp_offset, not CFA + rbp_offset. */
 #define LOUPE_UNWIND_RBP_FROM_RBP 0x80
 
+/* What bpf/thread_regs.bpf.c writes of a thread asleep (a task iterator
+ * given its tid), for the daemon to walk its user stack when it slept
+ * through a whole trace: the user registers its kernel entry saved, and
+ * the pending returns of its %return-probed calls (unwind.bpf.h). */
+#define LOUPE_THREAD_REGS 21 /* struct pt_regs, x86-64: r15 r14 r13 r12 bp bx r11 r10 r9 r8
+				ax cx dx si di orig_ax ip cs flags sp ss */
+#define LOUPE_THREAD_PENDING_MAX 8
+
+struct loupe_pending_return {
+	__u64 slot;           /* where the return address was on the stack */
+	__u64 return_address; /* what the kernel's trampoline replaced there */
+};
+
+struct loupe_thread_state {
+	__u32 tid;
+	__u32 pending_count;
+	__u64 trampoline; /* the return trampoline in the [uprobes] page; 0: no pending returns */
+	__u64 regs[LOUPE_THREAD_REGS];
+	struct loupe_pending_return pending[LOUPE_THREAD_PENDING_MAX]; /* innermost first */
+};
+
 /* The rule from `address` (an ELF virtual address of the file) to the next
  * row's; the return address is at CFA - 8. */
 struct loupe_unwind_row {

@@ -371,6 +371,12 @@ BpfCounters Sources::ReadCounters() const {
 
 size_t Sources::probe_sites() const { return probes_ ? probes_->attached() : 0; }
 
+std::vector<std::string> Sources::TakeLateWarnings() {
+  std::vector<std::string> notes = unwind_.TakeNotes();
+  for (std::string& note : asleep_stacks_.TakeNotes()) notes.push_back(std::move(note));
+  return notes;
+}
+
 void Sources::Detach() {
   // Every source stops recording before the scheduler programs go: a
   // thread's own records after its last recorded switch would contradict

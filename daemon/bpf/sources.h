@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/base/scoped_fd.h"
 #include "daemon/base/credentials.h"
+#include "daemon/bpf/asleep_user_stacks.h"
 #include "daemon/bpf/ring_buffer.h"
 #include "daemon/bpf/unwind_maps.h"
 #include "daemon/probes/probe_plan.h"
@@ -77,7 +78,11 @@ class Sources {
   // Which kernel paths were taken ("sched_tracepoints" -> "tp_btf", ...).
   const std::map<std::string, std::string>& features() const { return features_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
-  std::vector<std::string> TakeLateWarnings() { return unwind_.TakeNotes(); }
+  std::vector<std::string> TakeLateWarnings();
+  // The user stack of a target thread asleep now (asleep_user_stacks.h).
+  std::optional<WalkedStack> AsleepUserStack(uint32_t tgid, uint32_t tid) {
+    return asleep_stacks_.Walk(unwind_tables_ ? &unwind_ : nullptr, tgid, tid);
+  }
   size_t probe_sites() const;  // uprobes attached
   // The probes' links are for every process (targets filtered in BPF), not per pid.
   bool probes_system_wide() const { return probes_system_wide_; }
@@ -102,6 +107,7 @@ class Sources {
   std::unique_ptr<ProbeLinks> probes_;
   UnwindMaps unwind_;
   bool unwind_tables_ = false;
+  AsleepUserStacks asleep_stacks_;
   bool probes_system_wide_ = false;
   uint64_t recording_since_ns_ = 0;
   std::vector<std::string> warnings_;

@@ -316,4 +316,41 @@ void UnwindMaps::Poll(uint64_t now_ns) {
 
 std::vector<std::string> UnwindMaps::TakeNotes() { return std::exchange(notes_, {}); }
 
+std::optional<loupe_unwind_mapping> UnwindMaps::MappingAt(uint32_t tgid, uint64_t pc) const {
+  if (maps_.mappings == nullptr) return std::nullopt;
+  loupe_unwind_key key{.prefixlen = 32 + 64, .tgid = tgid, .address = {}};
+  const uint64_t big_endian = __builtin_bswap64(pc);
+  std::memcpy(key.address, &big_endian, sizeof big_endian);
+  loupe_unwind_mapping mapping{};
+  if (bpf_map__lookup_elem(maps_.mappings, &key, sizeof key, &mapping, sizeof mapping, 0) != 0) {
+    return std::nullopt;
+  }
+  return mapping;
+}
+
+std::optional<loupe_unwind_row> UnwindMaps::RowAt(const loupe_unwind_mapping& mapping,
+                                                  uint32_t address) const {
+  if (maps_.rows == nullptr) return std::nullopt;
+  // The first row past `address`, by binary search over the run, as BPF does.
+  uint32_t low = mapping.first_row, high = mapping.first_row + mapping.row_count;
+  loupe_unwind_row row{};
+  while (low < high) {
+    uint32_t middle = low + (high - low) / 2;
+    if (bpf_map__lookup_elem(maps_.rows, &middle, sizeof middle, &row, sizeof row, 0) != 0) {
+      return std::nullopt;
+    }
+    if (row.address <= address) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  if (low == mapping.first_row) return std::nullopt;
+  uint32_t found = low - 1;
+  if (bpf_map__lookup_elem(maps_.rows, &found, sizeof found, &row, sizeof row, 0) != 0) {
+    return std::nullopt;
+  }
+  return row;
+}
+
 }  // namespace loupe::bpf

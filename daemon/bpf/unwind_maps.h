@@ -60,6 +60,13 @@ class UnwindMaps {
   // cheap when there is nothing to do (one map lookup).
   void Poll(uint64_t now_ns);
 
+  // What BPF's walk finds: the mapping of `tgid` holding `pc`, and the
+  // last row at or before `address` in a mapping's run (for a walk from
+  // user space, user_stack_walk.h).
+  std::optional<loupe_unwind_mapping> MappingAt(uint32_t tgid, uint64_t pc) const;
+  std::optional<loupe_unwind_row> RowAt(const loupe_unwind_mapping& mapping,
+                                        uint32_t address) const;
+
   const Stats& stats() const { return stats_; }
   // Notes for the session's warnings: files walked by frame pointers and why.
   std::vector<std::string> TakeNotes();

@@ -27,6 +27,18 @@ std::optional<std::pair<std::string_view, uint64_t>> SplitFrame(std::string_view
 
 }  // namespace
 
+void SetUserStack(const bpf::WalkedStack& stack, Asleep* asleep) {
+  asleep->user_frames.clear();
+  asleep->exact_user_frames.clear();
+  for (const uint64_t frame : stack.frames) {
+    if ((frame & LOUPE_FRAME_EXACT) != 0) {
+      asleep->exact_user_frames.push_back(static_cast<uint16_t>(asleep->user_frames.size()));
+    }
+    asleep->user_frames.push_back(frame & ~LOUPE_FRAME_EXACT);
+  }
+  asleep->user_stack_stopped = stack.stopped;
+}
+
 uint32_t TaskStateOfLetter(char letter) {
   switch (letter) {
     case 'S':

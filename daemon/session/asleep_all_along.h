@@ -13,12 +13,20 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/bpf/user_stack_walk.h"
+
 namespace loupe::session {
 
 struct Asleep {
   uint32_t prev_state = 0;  // as sched_switch has it: TASK_INTERRUPTIBLE, ...
   // The kernel stack, innermost first: "function+0xoffset" each.
   std::vector<std::string> kernel_frames;
+  // The user stack, innermost first, where it could be walked
+  // (bpf::AsleepUserStacks); the indices of frames a signal interrupted;
+  // whether its callers beyond the last frame are unknown.
+  std::vector<uint64_t> user_frames;
+  std::vector<uint16_t> exact_user_frames;
+  bool user_stack_stopped = false;
 };
 
 // The thread's sleep from /proc/PID/task/TID, or nullopt when it runs, is
@@ -26,6 +34,9 @@ struct Asleep {
 // addresses are withheld from a caller other than root, as louped's own
 // kernel stacks are (session_options.cc).
 std::optional<Asleep> ReadAsleep(uint32_t pid, uint32_t tid, bool with_kernel_stack);
+
+// A walked stack's frames into `asleep` (LOUPE_FRAME_EXACT marks as exact_user_frames).
+void SetUserStack(const bpf::WalkedStack& stack, Asleep* asleep);
 
 // The state letter of /proc/.../stat as a task state, 0 for R and unknown letters.
 uint32_t TaskStateOfLetter(char letter);

@@ -26,6 +26,9 @@ class BpfRecordSource final : public RecordSource {
   size_t probe_sites() const override { return sources_->probe_sites(); }
   bool probes_system_wide() const override { return sources_->probes_system_wide(); }
   uint64_t recording_since_ns() const override { return sources_->recording_since_ns(); }
+  std::optional<bpf::WalkedStack> AsleepUserStack(uint32_t tgid, uint32_t tid) override {
+    return sources_->AsleepUserStack(tgid, tid);
+  }
 
  private:
   explicit BpfRecordSource(std::unique_ptr<bpf::Sources> sources) : sources_(std::move(sources)) {}

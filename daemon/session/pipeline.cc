@@ -235,7 +235,15 @@ void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
                     .payload = format::OffCpu{.duration_ns = end_ns - start_ns,
                                               .prev_state = found[i].asleep.prev_state}};
     event.prev_tgid = found[i].pid;
-    event.frames = addresses[i];  // kernel frames only: a user stack needs the thread on a CPU
+    const Asleep& asleep = found[i].asleep;
+    event.frames = asleep.user_frames;
+    if (!asleep.exact_user_frames.empty()) event.extras().exact_frames = asleep.exact_user_frames;
+    // Marked after the frames kept, as a walk in BPF that stopped is.
+    if (asleep.user_stack_stopped && !event.frames.empty()) {
+      event.frames.push_back(format::kUnwindStoppedFrame);
+    }
+    event.user_depth = static_cast<uint16_t>(event.frames.size());
+    event.frames.insert(event.frames.end(), addresses[i].begin(), addresses[i].end());
     operations_.Observe(event.record);
     Write(event);
   }

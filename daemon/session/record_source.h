@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ class RecordSource {
   virtual bool probes_system_wide() const { return false; }
   // When recording began (CLOCK_MONOTONIC; every record is later), 0 unknown.
   virtual uint64_t recording_since_ns() const { return 0; }
+  // The user stack of a target thread asleep now, which slept through the
+  // trace (no record has it); nullopt where unknown, as for recorded bytes.
+  virtual std::optional<bpf::WalkedStack> AsleepUserStack(uint32_t /*tgid*/, uint32_t /*tid*/) {
+    return std::nullopt;
+  }
 };
 
 }  // namespace loupe::session

@@ -170,8 +170,14 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   // only where the caller may have kernel stacks at all.
   PipelineOptions::ReadAsleep read_asleep;
   if (o.sources.sched) {
-    read_asleep = [kernel = o.sources.offcpu_kernel_stacks](uint32_t pid, uint32_t tid) {
-      return ReadAsleep(pid, tid, kernel);
+    read_asleep = [kernel = o.sources.offcpu_kernel_stacks, user = o.sources.offcpu_user_stacks,
+                   source = session->source_.get()](uint32_t pid, uint32_t tid) {
+      std::optional<Asleep> asleep = ReadAsleep(pid, tid, kernel);
+      if (!asleep || !user) return asleep;
+      if (std::optional<bpf::WalkedStack> stack = source->AsleepUserStack(pid, tid)) {
+        SetUserStack(*stack, &*asleep);
+      }
+      return asleep;
     };
   }
   const std::vector<std::string> target_notes = targets->notes();

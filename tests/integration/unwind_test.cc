@@ -384,6 +384,32 @@ TEST_P(UnwindTest, ThreadBlockedInReadKeepsItsCallers) {
   ExpectSaneStacks(run);
 }
 
+// Both threads sleep through the whole trace: neither switches while
+// traced, so no BPF program ever ran on them, yet each one's wait in the
+// trace keeps its callers, walked from user space when tracing stops.
+TEST_P(UnwindTest, ThreadsAsleepThroughTheTraceKeepTheirCallers) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("hung");
+  ASSERT_EQ(run.threads.size(), 2u);
+  std::map<uint32_t, std::vector<const SymbolizedStack*>> waits;
+  for (const SymbolizedStack& stack : run.trace.off_cpu) waits[stack.tid].push_back(&stack);
+  const uint32_t main_thread = static_cast<uint32_t>(run.pid);
+  const uint32_t blocked = run.threads[0] == main_thread ? run.threads[1] : run.threads[0];
+  ASSERT_EQ(waits[blocked].size(), 1u) << "one wait, the whole trace";
+  ASSERT_EQ(waits[main_thread].size(), 1u) << "one wait, the whole trace";
+  const SymbolizedStack& locking = *waits[blocked][0];
+  EXPECT_TRUE(ReadsRootToLeaf(locking.user_frames, {Is("start_thread"), Is("wait_for_lock"),
+                                                     Contains({"mutex_lock", "lll_lock"})}))
+      << ShowSome({&locking});
+  ASSERT_FALSE(locking.user.empty());
+  EXPECT_NE(locking.user.back(), format::kUnwindStoppedFrame) << ShowSome({&locking});
+  const SymbolizedStack& joining = *waits[main_thread][0];
+  EXPECT_TRUE(ReadsRootToLeaf(joining.user_frames,
+                              {Is("main"), Is("join_blocked"), Contains({"pthread_join", "join"})}))
+      << ShowSome({&joining});
+  ExpectSaneStacks(run);
+}
+
 TEST_P(UnwindTest, SignalHandlerStacksGoOnIntoTheInterruptedCode) {
   LOUPE_REQUIRE_PRIVILEGES();
   const UnwindRun run = Trace("signal");

@@ -7,6 +7,9 @@
  *   mutex    start_thread -> wait_for_lock -> pthread_mutex_lock, on a mutex
  *            main holds forever
  *   read     start_thread -> wait_for_input -> read, on a pipe nobody writes
+ *   hung     the mutex chain, never woken, while main waits for that thread
+ *            (main -> join_blocked -> pthread_join): both asleep through
+ *            any trace
  *   signal   main -> interrupted_here, burning; SIGPROF every ms of CPU runs
  *            on_signal -> handler_work, burning ~0.5 ms
  *   recurse  recurse() 1000 frames deep, spinning at the bottom
@@ -223,6 +226,26 @@ static void run_blocked(void *(*blocked)(void *))
 	}
 }
 
+FRAME void join_blocked(pthread_t thread)
+{
+	pthread_join(thread, NULL);
+	sink += 1; /* not a tail call: this frame stays */
+}
+
+static void run_hung(void)
+{
+	struct timespec interval = {0, 10 * 1000 * 1000};
+	pthread_t thread;
+
+	pthread_mutex_lock(&held);
+	if (pthread_create(&thread, NULL, wait_for_lock, NULL) != 0)
+		exit(1);
+	while (blocked_tid == 0 || !sleeping(blocked_tid))
+		nanosleep(&interval, NULL);
+	ready();
+	join_blocked(thread);
+}
+
 /* ------------------------------------------------------------- signal */
 
 static unsigned long handler_spins;
@@ -435,6 +458,8 @@ int main(int argc, char **argv)
 		run_blocked(wait_for_lock);
 	else if (strcmp(mode, "read") == 0)
 		run_blocked(wait_for_input);
+	else if (strcmp(mode, "hung") == 0)
+		run_hung();
 	else if (strcmp(mode, "signal") == 0)
 		run_signal();
 	else if (strcmp(mode, "recurse") == 0)
@@ -449,7 +474,7 @@ int main(int argc, char **argv)
 		run_dlopen();
 	else if (strcmp(mode, "remap") == 0)
 		run_remap();
-	fprintf(stderr, "usage: %s cpu|mutex|read|signal|recurse|nested|threads|lib|dlopen|remap\n",
+	fprintf(stderr, "usage: %s cpu|mutex|read|hung|signal|recurse|nested|threads|lib|dlopen|remap\n",
 		argv[0]);
 	return 2;
 }

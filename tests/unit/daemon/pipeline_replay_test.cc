@@ -155,6 +155,7 @@ class PipelineReplayTest : public ::testing::Test {
     while (reader.ok() && (*reader)->Next(&record)) {
       // Views die with the reader: keep only what the tests look at.
       if (auto* off = std::get_if<format::OffCpu>(&record.payload)) {
+        off_cpu_user_stacks_.emplace_back(off->user_stack.begin(), off->user_stack.end());
         off->user_stack = {};
         off->kernel_stack = {};
       }
@@ -178,6 +179,8 @@ class PipelineReplayTest : public ::testing::Test {
 
   testing::TempDir dir_;
   std::vector<std::string> probe_names_;
+  // The user stacks of the off_cpu records replayed, in order (their views die with the reader).
+  std::vector<std::vector<uint64_t>> off_cpu_user_stacks_;
   std::shared_ptr<spdlog::logger> log_ =
       std::make_shared<spdlog::logger>("replay", std::make_shared<spdlog::sinks::null_sink_mt>());
   std::unique_ptr<Pipeline> pipeline_;
@@ -323,7 +326,12 @@ TEST_F(PipelineReplayTest, AThreadAsleepAllAlongHasItsWaitInTheTrace) {
   read_asleep_ = [&](uint32_t pid, uint32_t tid) -> std::optional<Asleep> {
     EXPECT_EQ(pid, kTarget);
     asked.push_back(tid);
-    return Asleep{.prev_state = kSleeping, .kernel_frames = {"no_such_function+0x10/0x20"}};
+    // Its user stack walked (a frame a signal interrupted, then one whose callers are unknown).
+    return Asleep{.prev_state = kSleeping,
+                  .kernel_frames = {"no_such_function+0x10/0x20"},
+                  .user_frames = {0x401000, 0x402000},
+                  .exact_user_frames = {1},
+                  .user_stack_stopped = true};
   };
   std::vector<RingBatch> batches(1);
   batches[0].records = {Switch(t0, 0, kOther, kOther, kTarget, kTarget, 0)};
@@ -339,6 +347,9 @@ TEST_F(PipelineReplayTest, AThreadAsleepAllAlongHasItsWaitInTheTrace) {
   EXPECT_EQ(off.prev_state, kSleeping);
   EXPECT_EQ(waits[0].time_ns - off.duration_ns, t0) << "from the trace's first event";
   EXPECT_TRUE(off.kernel_stack.empty()) << "a function kallsyms does not have is left out";
+  ASSERT_EQ(off_cpu_user_stacks_.size(), 1u);
+  EXPECT_EQ(off_cpu_user_stacks_[0],
+            (std::vector<uint64_t>{0x401000, 0x402000, format::kUnwindStoppedFrame}));
 }
 
 // A live session knows when recording began: the trace opens there with a

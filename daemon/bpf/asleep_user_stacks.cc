@@ -1,0 +1,75 @@
+#include "daemon/bpf/asleep_user_stacks.h"
+
+#include <fmt/format.h>
+#include <sys/uio.h>
+
+#include "daemon/base/status_util.h"
+
+namespace loupe::bpf {
+namespace {
+
+// A process's memory, read through the kernel as a debugger would, and the
+// session's rows (or, without tables, frame pointers everywhere).
+class ProcessStackSource : public UserStackSource {
+ public:
+  ProcessStackSource(uint32_t tgid, const UnwindMaps* tables) : tgid_(tgid), tables_(tables) {}
+
+  std::optional<loupe_unwind_mapping> MappingAt(uint64_t pc) override {
+    if (tables_ != nullptr) return tables_->MappingAt(tgid_, pc);
+    return loupe_unwind_mapping{.start = 0, .end = UINT64_MAX};
+  }
+  std::optional<loupe_unwind_row> RowAt(const loupe_unwind_mapping& mapping,
+                                        uint32_t address) override {
+    return tables_ != nullptr ? tables_->RowAt(mapping, address) : std::nullopt;
+  }
+  std::optional<uint64_t> ReadWord(uint64_t address) override {
+    uint64_t word = 0;
+    const iovec local{.iov_base = &word, .iov_len = sizeof word};
+    const iovec remote{.iov_base = reinterpret_cast<void*>(address), .iov_len = sizeof word};
+    if (process_vm_readv(static_cast<pid_t>(tgid_), &local, 1, &remote, 1, 0) !=
+        static_cast<ssize_t>(sizeof word)) {
+      return std::nullopt;
+    }
+    return word;
+  }
+
+ private:
+  uint32_t tgid_;
+  const UnwindMaps* tables_;
+};
+
+// struct pt_regs's slots of the instruction and stack pointers.
+constexpr size_t kIpSlot = 16, kSpSlot = 19;
+
+}  // namespace
+
+std::optional<WalkedStack> AsleepUserStacks::Walk(const UnwindMaps* tables, uint32_t tgid,
+                                                  uint32_t tid) {
+  if (unavailable_) return std::nullopt;
+  const auto fail = [&](const absl::Status& status) -> std::optional<WalkedStack> {
+    unavailable_ = true;
+    notes_.push_back(fmt::format(
+        "threads asleep through the whole trace have their kernel stack only: {}",
+        MessageOf(status)));
+    return std::nullopt;
+  };
+  if (reader_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<ThreadRegsReader>> loaded = ThreadRegsReader::Load();
+    if (!loaded.ok()) return fail(loaded.status());
+    reader_ = *std::move(loaded);
+  }
+  absl::StatusOr<std::optional<loupe_thread_state>> before = reader_->Read(tid);
+  if (!before.ok()) return fail(before.status());
+  if (!before->has_value()) return std::nullopt;
+  ProcessStackSource source(tgid, tables);
+  WalkedStack stack = WalkUserStack(**before, source);
+  absl::StatusOr<std::optional<loupe_thread_state>> after = reader_->Read(tid);
+  if (!after.ok() || !after->has_value() ||
+      (*after)->regs[kIpSlot] != (**before).regs[kIpSlot] ||
+      (*after)->regs[kSpSlot] != (**before).regs[kSpSlot]) {
+    return std::nullopt;
+  }
+  return stack;
+}
+
+}  // namespace loupe::bpf

@@ -1,0 +1,37 @@
+// User stacks of a session's threads that slept through the whole trace:
+// their saved registers (thread_regs.h), and a walk of their memory with
+// the session's unwind tables (user_stack_walk.h), from user space, since
+// they never ran a BPF program while traced.
+#ifndef LOUPE_DAEMON_BPF_ASLEEP_USER_STACKS_H_
+#define LOUPE_DAEMON_BPF_ASLEEP_USER_STACKS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/bpf/thread_regs.h"
+#include "daemon/bpf/unwind_maps.h"
+#include "daemon/bpf/user_stack_walk.h"
+
+namespace loupe::bpf {
+
+class AsleepUserStacks {
+ public:
+  // Thread `tid` of `tgid`, asleep, walked with `tables` (null: by frame
+  // pointers only): nullopt when it runs, is gone, or woke
+  // during the walk (what was read may then be another moment's), or when
+  // the kernel cannot say (a note says so, once).
+  std::optional<WalkedStack> Walk(const UnwindMaps* tables, uint32_t tgid, uint32_t tid);
+  std::vector<std::string> TakeNotes() { return std::move(notes_); }
+
+ private:
+  std::unique_ptr<ThreadRegsReader> reader_;
+  bool unavailable_ = false;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace loupe::bpf
+
+#endif  // LOUPE_DAEMON_BPF_ASLEEP_USER_STACKS_H_
