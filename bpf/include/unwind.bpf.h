@@ -17,6 +17,14 @@
 /* Off: user stacks by frame pointers only (tracectl attach --unwind=fp). */
 const volatile bool cfg_unwind_tables = true;
 
+/* The kernel text of the breakpoint exception's entry (asm_exc_int3) and of
+ * uprobe_notify_resume, from kallsyms; 0 where unknown (no leaf is then
+ * rewound: rewind_to_breakpoint). Set by louped between load and attach. */
+volatile __u64 cfg_int3_entry_start = 0;
+volatile __u64 cfg_int3_entry_end = 0;
+volatile __u64 cfg_uprobe_resume_start = 0;
+volatile __u64 cfg_uprobe_resume_end = 0;
+
 /* Rows of every file, each file a sorted run; sized by the daemon. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -91,7 +99,7 @@ struct unwind_walk {
 	__u32 depth;
 	__u32 flags;    /* enum loupe_stack_flag */
 	bool exact;     /* pc is where the code was, not a return address */
-	bool in_trap;   /* the leaf is in an exception without an error code (orig_ax -1) */
+	bool in_trap;   /* stopped by a breakpoint the kernel has not handled yet */
 	bool complete;  /* reached the stack's bottom */
 	bool have_mapping;
 	struct loupe_unwind_mapping mapping; /* of the last frame: callers often share it */
@@ -296,25 +304,91 @@ static __always_inline void leave_uprobe_page(struct unwind_walk *walk, struct u
  * a sample in between would read the leaf's row at the wrong address, and
  * for a probe on a function's last instruction (a %return probe on its
  * final ret) past the function's end, where no row is and the walk stops.
- * The breakpoint is where the thread is: a trap with no error code, no
- * probed instruction being stepped, an int3 byte just before pc, and a row
- * for it (the int3 padding linkers put between functions has none, nor
- * does anything before a function's first byte, where pc is once rewound). */
+ * The breakpoint is where the thread is when it is in that window
+ * (in_breakpoint_window) and a row covers it (the int3 padding linkers put
+ * between functions has none). */
 static __always_inline void rewind_to_breakpoint(struct unwind_walk *walk)
 {
 	__u64 breakpoint = walk->pc - 1;
 	struct loupe_unwind_row *row;
-	__u8 byte = 0;
 
 	if (!walk->in_trap || walk->mapping.row_count == 0 || breakpoint < walk->mapping.start ||
 	    breakpoint - walk->mapping.bias > 0xffffffffULL)
-		return;
-	if (bpf_probe_read_user(&byte, sizeof(byte), (const void *)breakpoint) != 0 || byte != 0xcc)
 		return;
 	row = find_row(walk->mapping.first_row, walk->mapping.row_count,
 		       (__u32)(breakpoint - walk->mapping.bias));
 	if (row && row->kind != LOUPE_UNWIND_NONE)
 		walk->pc = breakpoint;
+}
+
+struct resume_search {
+	__u32 count;
+	bool found;
+};
+
+static long find_uprobe_resume(__u32 index, void *context)
+{
+	struct resume_search *search = context;
+	struct unwind_frames *raw;
+	__u32 zero = 0;
+	__u64 frame;
+
+	if (index >= search->count)
+		return 1;
+	raw = bpf_map_lookup_elem(&unwind_buffer, &zero);
+	if (!raw)
+		return 1;
+	frame = raw->frames[index & LOUPE_MAX_STACK_DEPTH];
+	if (frame >= cfg_uprobe_resume_start && frame < cfg_uprobe_resume_end) {
+		search->found = true;
+		return 1;
+	}
+	return 0;
+}
+
+/* Whether the current thread entered the kernel by a breakpoint whose
+ * uprobe handling has not begun, so that its saved pc is still one past
+ * the int3 at pc - 1: the entry (the outermost kernel frame) is the
+ * breakpoint's, and uprobe_notify_resume, which rewinds pc (or has, or
+ * has emulated the probed instruction), is not on the stack. After it
+ * returns, only other pending work (a signal's delivery) runs with
+ * interrupts on before user mode: rare, and it also needs an int3 byte
+ * before the new pc with a row for it.
+ * Every interrupt and exception leaves orig_ax -1, a system call its
+ * number; the byte before pc is read first, and the kernel stack only
+ * when it is an int3 (rarely: a probed address, mostly). */
+static __always_inline bool in_breakpoint_window(void *ctx, const struct loupe_user_regs *regs,
+						 struct uprobe_task *utask)
+{
+	const long room = LOUPE_MAX_STACK_DEPTH * sizeof(__u64);
+	struct resume_search search = {};
+	struct unwind_frames *raw;
+	__u32 zero = 0;
+	__u64 outermost;
+	__u8 byte = 0;
+	long got;
+
+	if (regs->orig_ax != (__u64)-1 || cfg_int3_entry_end == 0 || cfg_uprobe_resume_end == 0)
+		return false;
+	/* Stepping over a probed instruction's copy is a trap too (#DB), after
+	 * the breakpoint's handling. */
+	if (utask && BPF_CORE_READ(utask, active_uprobe))
+		return false;
+	if (bpf_probe_read_user(&byte, sizeof(byte), (const void *)(regs->ip - 1)) != 0 ||
+	    byte != 0xcc)
+		return false;
+	raw = bpf_map_lookup_elem(&unwind_buffer, &zero);
+	if (!raw)
+		return false;
+	got = bpf_get_stack(ctx, raw->frames, room, 0);
+	search.count = (got > 0 ? got / sizeof(__u64) : 0) & LOUPE_MAX_STACK_DEPTH;
+	if (search.count == 0)
+		return false;
+	outermost = raw->frames[(search.count - 1) & LOUPE_MAX_STACK_DEPTH];
+	if (outermost < cfg_int3_entry_start || outermost >= cfg_int3_entry_end)
+		return false;
+	bpf_loop(LOUPE_MAX_STACK_DEPTH, find_uprobe_resume, &search, 0);
+	return !search.found;
 }
 
 /* The caller's registers by the frame-pointer convention. A null rbp is
@@ -454,8 +528,8 @@ static long unwind_step(__u64 index, void *context)
 /* Walks the current task's user stack from its saved user registers (the
  * interrupted code for a sample taken in user mode, the system call's
  * caller otherwise) into `frames`. Returns the depth; sets *flags. */
-static __always_inline __u32 unwind_user_stack(__u64 *frames, __u32 tgid, __u32 *flags,
-					       __u32 truncated)
+static __always_inline __u32 unwind_user_stack(void *ctx, __u64 *frames, __u32 tgid,
+					       __u32 *flags, __u32 truncated)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	const struct loupe_user_regs *regs = user_regs((void *)bpf_task_pt_regs(task));
@@ -493,10 +567,7 @@ static __always_inline __u32 unwind_user_stack(__u64 *frames, __u32 tgid, __u32 
 	if (bpf_core_field_exists(task->utask)) {
 		struct uprobe_task *utask = BPF_CORE_READ(task, utask);
 
-		/* Stepping over a probed instruction's copy is a trap too (#DB),
-		 * after the breakpoint's handler ran. */
-		walk->in_trap = regs->orig_ax == (__u64)-1 &&
-				!(utask && BPF_CORE_READ(utask, active_uprobe));
+		walk->in_trap = in_breakpoint_window(ctx, regs, utask);
 		if (utask) {
 			walk->pending = BPF_CORE_READ(utask, return_instances);
 			if (walk->pending)
@@ -591,7 +662,7 @@ static __always_inline void capture_stacks(void *ctx, __u64 *frames, __u16 *user
 		user_stack = false;
 	if (user_stack) {
 		if (cfg_unwind_tables && bpf_map_lookup_elem(&unwind_processes, &tgid)) {
-			user = unwind_user_stack(frames, tgid, stack_flags, truncated);
+			user = unwind_user_stack(ctx, frames, tgid, stack_flags, truncated);
 		} else if (cfg_unwind_tables) {
 			user = leaf_until_tables(frames, tgid, stack_flags);
 		} else {

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <future>
@@ -33,12 +34,36 @@ struct WakerContextPath {
   std::string description;
 };
 
+// Kernel text the BPF programs tell apart, found by kallsyms.
+struct KernelTexts {
+  std::optional<symbols::TextRange> schedule, int3_entry, uprobe_resume;
+};
+
 namespace {
 
 using SchedSkeleton = Skeleton<loupe_sched, loupe_sched__open, loupe_sched__load,
                                loupe_sched__attach, loupe_sched__destroy>;
 using ProfileSkeleton = Skeleton<loupe_profile, loupe_profile__open, loupe_profile__load,
                                  loupe_profile__attach, loupe_profile__destroy>;
+
+KernelTexts ReadKernelTexts() {
+  constexpr std::array<std::string_view, 3> kNames = {"__schedule", "asm_exc_int3",
+                                                      "uprobe_notify_resume"};
+  const std::vector<std::optional<symbols::TextRange>> ranges =
+      symbols::KallsymsFunctionRanges(kNames);
+  return {.schedule = ranges[0], .int3_entry = ranges[1], .uprobe_resume = ranges[2]};
+}
+
+// Where a breakpoint's handling begins and ends, for the walk of a thread
+// stopped at one (unwind.bpf.h, in_breakpoint_window); both objects walk.
+template <typename Bss>
+void SetBreakpointTexts(Bss* bss, const KernelTexts& texts) {
+  if (!texts.int3_entry || !texts.uprobe_resume) return;
+  bss->cfg_int3_entry_start = texts.int3_entry->first;
+  bss->cfg_int3_entry_end = texts.int3_entry->second;
+  bss->cfg_uprobe_resume_start = texts.uprobe_resume->first;
+  bss->cfg_uprobe_resume_end = texts.uprobe_resume->second;
+}
 
 struct LinkFree {
   void operator()(bpf_link* link) const { bpf_link__destroy(link); }
@@ -189,7 +214,7 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
   return absl::OkStatus();
 }
 
-absl::Status Sources::OpenSampling(const SourceOptions& options) {
+absl::Status Sources::OpenSampling(const SourceOptions& options, const KernelTexts& texts) {
   absl::StatusOr<ProfileSkeleton> profile = ProfileSkeleton::Open("profile");
   if (!profile.ok()) return profile.status();
   (*profile)->rodata->cfg_kernel_stacks = options.cpu_kernel_stacks;
@@ -207,6 +232,7 @@ absl::Status Sources::OpenSampling(const SourceOptions& options) {
     return status;
   }
   if (absl::Status status = profile->Load(); !status.ok()) return status;
+  SetBreakpointTexts((*profile)->bss, texts);
 
   perf_event_attr attr{};
   attr.size = sizeof attr;
@@ -267,8 +293,7 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   // kallsyms (formatted anew by the kernel for each reader: 50-75 ms) is
   // read while the unwind tables are compiled and the programs load: only
   // the attach needs it.
-  std::future<std::optional<symbols::TextRange>> schedule = std::async(
-      std::launch::async, [] { return symbols::KallsymsFunctionRange("__schedule"); });
+  std::future<KernelTexts> kernel_texts = std::async(std::launch::async, ReadKernelTexts);
   if (sources->unwind_tables_) {
     sources->unwind_.set_credentials(options.credentials);
     sources->unwind_.Prepare(tgids);
@@ -278,14 +303,15 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
       !loaded.ok()) {
     return loaded;
   }
-  if (const std::optional<symbols::TextRange> range = schedule.get();
-      range && options.sched && options.offcpu_kernel_stacks) {
+  const KernelTexts texts = kernel_texts.get();
+  if (texts.schedule && options.sched && options.offcpu_kernel_stacks) {
     // Kernel stacks at switch-out start in __schedule: the frames before
     // it are the tracer's. Without kallsyms they are kept (and shown).
     loupe_sched* sched = sources->objects_->sched->get();
-    sched->bss->cfg_schedule_start = range->first;
-    sched->bss->cfg_schedule_end = range->second;
+    sched->bss->cfg_schedule_start = texts.schedule->first;
+    sched->bss->cfg_schedule_end = texts.schedule->second;
   }
+  SetBreakpointTexts(sources->objects_->sched->get()->bss, texts);
 
   const uint8_t yes = 1;
   for (uint32_t tgid : tgids) {
@@ -321,7 +347,7 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   sources->recording_since_ns_ = MonotonicNs();
   sched->data->recording = true;
   if (options.cpu) {
-    if (absl::Status status = sources->OpenSampling(options); !status.ok()) return status;
+    if (absl::Status status = sources->OpenSampling(options, texts); !status.ok()) return status;
   }
   if (options.sched) {
     sources->features_["waker_context"] = waker_context.description;

@@ -25,6 +25,7 @@
 namespace loupe::bpf {
 
 class ProbeLinks;
+struct KernelTexts;
 struct WakerContextPath;
 
 enum class SampleEvent { kCpuClock, kCycles };
@@ -100,7 +101,7 @@ class Sources {
   absl::Status LoadSched(const SourceOptions& options, const WakerContextPath& waker);
   absl::Status Load(const SourceOptions& options, bool btf_tracepoints,
                     const WakerContextPath& waker);
-  absl::Status OpenSampling(const SourceOptions& options);
+  absl::Status OpenSampling(const SourceOptions& options, const KernelTexts& texts);
 
   std::unique_ptr<Objects> objects_;  // its sampler links own their perf event fds
   std::unique_ptr<RingBuffer> ring_;

@@ -59,28 +59,42 @@ void ForEachKallsymsLine(int fd, const std::function<void(const KallsymsLine&)>&
   if (held > 0) parse(std::string_view(buffer.data(), held));
 }
 
-std::optional<TextRange> KallsymsFunctionRange(int fd, std::string_view function) {
+std::vector<std::optional<TextRange>> KallsymsFunctionRanges(
+    int fd, std::span<const std::string_view> functions) {
   std::vector<uint64_t> text;  // addresses only: names would be tens of MB
-  uint64_t start = 0;
+  std::vector<uint64_t> starts(functions.size(), 0);
   ForEachKallsymsLine(fd, [&](const KallsymsLine& line) {
     if (line.address == 0 || (line.type != 't' && line.type != 'T')) return;
     text.push_back(line.address);
-    if (line.name == function && line.module.empty() && start == 0) start = line.address;
+    if (!line.module.empty()) return;
+    for (size_t i = 0; i < functions.size(); ++i) {
+      if (line.name == functions[i] && starts[i] == 0) starts[i] = line.address;
+    }
   });
-  if (start == 0) return std::nullopt;
   // Lines are not wholly sorted (modules follow the core kernel).
-  uint64_t next = UINT64_MAX;
-  for (uint64_t address : text) {
-    if (address > start && address < next) next = address;
+  std::sort(text.begin(), text.end());
+  std::vector<std::optional<TextRange>> ranges(functions.size());
+  for (size_t i = 0; i < functions.size(); ++i) {
+    if (starts[i] == 0) continue;
+    const auto next = std::upper_bound(text.begin(), text.end(), starts[i]);
+    if (next != text.end()) ranges[i] = TextRange{starts[i], *next};
   }
-  if (next == UINT64_MAX) return std::nullopt;
-  return TextRange{start, next};
+  return ranges;
+}
+
+std::vector<std::optional<TextRange>> KallsymsFunctionRanges(
+    std::span<const std::string_view> functions) {
+  ScopedFd fd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::vector<std::optional<TextRange>>(functions.size());
+  return KallsymsFunctionRanges(fd.get(), functions);
+}
+
+std::optional<TextRange> KallsymsFunctionRange(int fd, std::string_view function) {
+  return KallsymsFunctionRanges(fd, std::span(&function, 1)).front();
 }
 
 std::optional<TextRange> KallsymsFunctionRange(std::string_view function) {
-  ScopedFd fd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return std::nullopt;
-  return KallsymsFunctionRange(fd.get(), function);
+  return KallsymsFunctionRanges(std::span(&function, 1)).front();
 }
 
 }  // namespace loupe::symbols

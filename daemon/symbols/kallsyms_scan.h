@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace loupe::symbols {
 
@@ -32,6 +34,11 @@ using TextRange = std::pair<uint64_t, uint64_t>;
 std::optional<TextRange> KallsymsFunctionRange(int fd, std::string_view function);
 // The same from /proc/kallsyms (nothing found when it cannot be read).
 std::optional<TextRange> KallsymsFunctionRange(std::string_view function);
+// Several functions' in one pass (one element per function, in order).
+std::vector<std::optional<TextRange>> KallsymsFunctionRanges(
+    int fd, std::span<const std::string_view> functions);
+std::vector<std::optional<TextRange>> KallsymsFunctionRanges(
+    std::span<const std::string_view> functions);
 
 }  // namespace loupe::symbols
 
