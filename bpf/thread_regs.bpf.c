@@ -30,7 +30,10 @@ int read_thread_state(struct bpf_iter__task *ctx)
 	out.tid = task->pid;
 	if (bpf_probe_read_kernel(out.regs, sizeof(out.regs), (void *)bpf_task_pt_regs(task)) != 0)
 		return 0;
-	utask = task->utask;
+	/* Its context switches, to tell whether it ran between two reads. */
+	out.switches = task->nvcsw + task->nivcsw;
+	/* A kernel built without uprobes has no uprobe state. */
+	utask = bpf_core_field_exists(task->utask) ? BPF_CORE_READ(task, utask) : NULL;
 	pending = utask ? BPF_CORE_READ(utask, return_instances) : NULL;
 	if (pending)
 		out.trampoline = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);

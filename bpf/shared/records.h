@@ -317,6 +317,7 @@ struct loupe_thread_state {
 	__u32 tid;
 	__u32 pending_count;
 	__u64 trampoline; /* the return trampoline in the [uprobes] page; 0: no pending returns */
+	__u64 switches;   /* its context switches so far: it ran between two reads if they differ */
 	__u64 regs[LOUPE_THREAD_REGS];
 	struct loupe_pending_return pending[LOUPE_THREAD_PENDING_MAX]; /* innermost first */
 };

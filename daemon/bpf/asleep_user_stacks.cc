@@ -38,9 +38,6 @@ class ProcessStackSource : public UserStackSource {
   const UnwindMaps* tables_;
 };
 
-// struct pt_regs's slots of the instruction and stack pointers.
-constexpr size_t kIpSlot = 16, kSpSlot = 19;
-
 }  // namespace
 
 std::optional<WalkedStack> AsleepUserStacks::Walk(const UnwindMaps* tables, uint32_t tgid,
@@ -64,9 +61,7 @@ std::optional<WalkedStack> AsleepUserStacks::Walk(const UnwindMaps* tables, uint
   ProcessStackSource source(tgid, tables);
   WalkedStack stack = WalkUserStack(**before, source);
   absl::StatusOr<std::optional<loupe_thread_state>> after = reader_->Read(tid);
-  if (!after.ok() || !after->has_value() ||
-      (*after)->regs[kIpSlot] != (**before).regs[kIpSlot] ||
-      (*after)->regs[kSpSlot] != (**before).regs[kSpSlot]) {
+  if (!after.ok() || !after->has_value() || (*after)->switches != (**before).switches) {
     return std::nullopt;
   }
   return stack;

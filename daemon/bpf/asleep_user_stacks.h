@@ -20,9 +20,9 @@ namespace loupe::bpf {
 class AsleepUserStacks {
  public:
   // Thread `tid` of `tgid`, asleep, walked with `tables` (null: by frame
-  // pointers only): nullopt when it runs, is gone, or woke
-  // during the walk (what was read may then be another moment's), or when
-  // the kernel cannot say (a note says so, once).
+  // pointers only): nullopt when it runs, is gone, or ran during the walk
+  // (what was read may then be another moment's), or when the kernel
+  // cannot say (a note says so, once).
   std::optional<WalkedStack> Walk(const UnwindMaps* tables, uint32_t tgid, uint32_t tid);
   std::vector<std::string> TakeNotes() { return std::move(notes_); }
 

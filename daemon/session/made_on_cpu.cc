@@ -23,4 +23,9 @@ bool MadeOnCpu(const format::Record& record) {
       record.payload);
 }
 
+uint32_t MakerOf(const format::Record& record) {
+  const auto* exec = std::get_if<format::ProcessExec>(&record.payload);
+  return exec != nullptr ? exec->old_tid : record.tid;
+}
+
 }  // namespace loupe::session

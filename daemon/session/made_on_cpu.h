@@ -9,6 +9,9 @@
 namespace loupe::session {
 
 bool MadeOnCpu(const format::Record& record);
+// The thread that made it: the record's tid, but for an exec the thread
+// that called it (a thread other than the main one takes the main one's tid).
+uint32_t MakerOf(const format::Record& record);
 
 }  // namespace loupe::session
 

@@ -33,7 +33,7 @@ bool MissedSwitchIns::Observe(const OwnedEvent& event) {
   const auto* change = std::get_if<format::SchedSwitch>(&record.payload);
   if (change == nullptr) {
     if (MadeOnCpu(record)) {
-      if (auto out = switched_out_.find(record.tid); out != switched_out_.end()) {
+      if (auto out = switched_out_.find(MakerOf(record)); out != switched_out_.end()) {
         out->second.first_run_ns = std::min(out->second.first_run_ns, record.time_ns);
       }
     }

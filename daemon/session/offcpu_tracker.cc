@@ -18,10 +18,12 @@ bool OffCpuTracker::Observe(OwnedEvent& event, OwnedEvent* interval) {
   // process dropped at an exec, or one placed too late for the reorder
   // window). It ends here at the latest, not when the trace does.
   if (MadeOnCpu(record)) {
-    if (auto out = switched_out_.find(record.tid);
-        out != switched_out_.end() && out->second.active && !out->second.exited) {
-      End(record.tid, out->second, record.time_ns, record.cpu, interval);
-      woken_.erase(record.tid);
+    const uint32_t maker = MakerOf(record);
+    if (auto out = switched_out_.find(maker); out != switched_out_.end() && out->second.active &&
+                                              !out->second.exited &&
+                                              !InItsSwitch(record, out->second)) {
+      End(maker, out->second, record.time_ns, record.cpu, interval);
+      woken_.erase(maker);
       made = true;
     }
   }
@@ -57,6 +59,14 @@ bool OffCpuTracker::Observe(OwnedEvent& event, OwnedEvent* interval) {
                  [](const format::OperationEnd&) {}, [](const format::Loss&) {}},
              record.payload);
   return made;
+}
+
+// A sample by a non-maskable interrupt (cycles) can come inside the switch
+// itself, after its record was stamped and before the next thread runs:
+// the thread is still current there, though switched out.
+bool OffCpuTracker::InItsSwitch(const format::Record& record, const SwitchedOut& out) {
+  return std::holds_alternative<format::CpuSample>(record.payload) && record.cpu == out.cpu &&
+         record.time_ns - out.time_ns < kSwitchWindowNs;
 }
 
 bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& change,

@@ -70,6 +70,9 @@ class OffCpuTracker {
   // A switch: ends the next thread's off-CPU interval (into `interval`),
   // begins the previous one's.
   bool OnSwitch(OwnedEvent& event, const format::SchedSwitch& change, OwnedEvent* interval);
+  // Longer than a switch takes, stacks walked and all (~3 us).
+  static constexpr uint64_t kSwitchWindowNs = 20'000;
+  static bool InItsSwitch(const format::Record& record, const SwitchedOut& out);
   // Ends `tid`'s interval at `end_ns` into `interval` (its entry made inactive).
   void End(uint32_t tid, SwitchedOut& from, uint64_t end_ns, uint32_t cpu, OwnedEvent* interval);
 

@@ -229,6 +229,30 @@ TEST_F(OffCpuTrackerTest, ARecordOfItsOwnEndsTheWaitOfAThreadSwitchedInUnreporte
   EXPECT_EQ(woken.waker_tid, 501u);
 }
 
+// An exec by a thread other than the main one: the record bears the main
+// thread's tid, the wait is the calling thread's. A sample taken inside a
+// switch (a non-maskable one, with cycles) is not the thread running again.
+TEST_F(OffCpuTrackerTest, AnExecEndsItsCallersWaitAndASampleInTheSwitchDoesNot) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 102, kTarget, 501, kOther, 0));  // preempted
+  OwnedEvent exec;
+  exec.record = {.time_ns = 8000, .tid = 100, .cpu = 0,
+                 .payload = format::ProcessExec{.pid = kTarget, .old_tid = 102}};
+  events.push_back(std::move(exec));
+  events.push_back(Switch(10'000, 101, kTarget, 501, kOther, kSleeping));
+  OwnedEvent in_switch;
+  in_switch.record = {.time_ns = 10'004, .tid = 101, .cpu = 0, .payload = format::CpuSample{}};
+  in_switch.prev_tgid = kTarget;
+  events.push_back(std::move(in_switch));
+  events.push_back(Switch(30'000, 501, kOther, 101, kTarget, 0));
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 2u);
+  EXPECT_EQ(intervals[0].record.tid, 102u);
+  EXPECT_EQ(std::get<format::OffCpu>(intervals[0].record.payload).duration_ns, 7000u);
+  EXPECT_EQ(intervals[1].record.tid, 101u);
+  EXPECT_EQ(std::get<format::OffCpu>(intervals[1].record.payload).duration_ns, 20'000u);
+}
+
 // A switch-out inside a signal handler: the interrupted frame is exact, and
 // stays so in the interval, so it is symbolized where the code was.
 TEST_F(OffCpuTrackerTest, FramesASignalInterruptedStayExact) {
