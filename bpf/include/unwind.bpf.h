@@ -82,6 +82,13 @@ struct {
 #define LOUPE_SIGFRAME_RSP (40 + 15 * 8)
 #define LOUPE_SIGFRAME_RIP (40 + 16 * 8)
 
+/* Where a leaf stands in a uprobe breakpoint's trap (in_breakpoint_window). */
+enum breakpoint_trap {
+	LOUPE_TRAP_NONE = 0,
+	LOUPE_TRAP_UNHANDLED = 1, /* pc is one past the int3 at pc - 1 */
+	LOUPE_TRAP_HANDLING = 2,  /* pc may be that, or rewound, or past an emulated instruction */
+};
+
 struct unwind_walk {
 	__u64 pc;
 	__u64 sp;
@@ -99,7 +106,7 @@ struct unwind_walk {
 	__u32 depth;
 	__u32 flags;    /* enum loupe_stack_flag */
 	bool exact;     /* pc is where the code was, not a return address */
-	bool in_trap;   /* stopped by a breakpoint the kernel has not handled yet */
+	__u8 trap;      /* enum breakpoint_trap: in a breakpoint's trap, and how far */
 	bool complete;  /* reached the stack's bottom */
 	bool have_mapping;
 	struct loupe_unwind_mapping mapping; /* of the last frame: callers often share it */
@@ -299,26 +306,36 @@ static __always_inline void leave_uprobe_page(struct unwind_walk *walk, struct u
 	walk->exact = false;
 }
 
+/* Whether a row with a rule covers `pc` in the walk's mapping. */
+static __always_inline bool has_row(struct unwind_walk *walk, __u64 pc)
+{
+	struct loupe_unwind_row *row;
+
+	if (pc < walk->mapping.start || pc - walk->mapping.bias > 0xffffffffULL)
+		return false;
+	row = find_row(walk->mapping.first_row, walk->mapping.row_count,
+		       (__u32)(pc - walk->mapping.bias));
+	return row && row->kind != LOUPE_UNWIND_NONE;
+}
+
 /* A thread stopped by a uprobe's breakpoint has pc one byte past it until
  * the kernel's handler, on the thread's way back to user mode, rewinds it:
  * a sample in between would read the leaf's row at the wrong address, and
  * for a probe on a function's last instruction (a %return probe on its
  * final ret) past the function's end, where no row is and the walk stops.
- * The breakpoint is where the thread is when it is in that window
- * (in_breakpoint_window) and a row covers it (the int3 padding linkers put
- * between functions has none). */
+ * The breakpoint is where the thread is before the handling begins
+ * (in_breakpoint_window), when a row covers it (the int3 padding linkers
+ * put between functions has none). While the handler runs, pc may be
+ * rewound already; a pc no row covers is not, as real code (the probed
+ * address, or past an emulated instruction) has one. */
 static __always_inline void rewind_to_breakpoint(struct unwind_walk *walk)
 {
-	__u64 breakpoint = walk->pc - 1;
-	struct loupe_unwind_row *row;
-
-	if (!walk->in_trap || walk->mapping.row_count == 0 || breakpoint < walk->mapping.start ||
-	    breakpoint - walk->mapping.bias > 0xffffffffULL)
+	if (walk->trap == LOUPE_TRAP_NONE || walk->mapping.row_count == 0)
 		return;
-	row = find_row(walk->mapping.first_row, walk->mapping.row_count,
-		       (__u32)(breakpoint - walk->mapping.bias));
-	if (row && row->kind != LOUPE_UNWIND_NONE)
-		walk->pc = breakpoint;
+	if (walk->trap == LOUPE_TRAP_HANDLING && has_row(walk, walk->pc))
+		return;
+	if (has_row(walk, walk->pc - 1))
+		walk->pc -= 1;
 }
 
 struct resume_search {
@@ -346,18 +363,17 @@ static long find_uprobe_resume(__u32 index, void *context)
 	return 0;
 }
 
-/* Whether the current thread entered the kernel by a breakpoint whose
- * uprobe handling has not begun, so that its saved pc is still one past
- * the int3 at pc - 1: the entry (the outermost kernel frame) is the
- * breakpoint's, and uprobe_notify_resume, which rewinds pc (or has, or
- * has emulated the probed instruction), is not on the stack. After it
- * returns, only other pending work (a signal's delivery) runs with
- * interrupts on before user mode: rare, and it also needs an int3 byte
- * before the new pc with a row for it.
- * Every interrupt and exception leaves orig_ax -1, a system call its
- * number; the byte before pc is read first, and the kernel stack only
- * when it is an int3 (rarely: a probed address, mostly). */
-static __always_inline bool in_breakpoint_window(void *ctx, const struct loupe_user_regs *regs,
+/* Whether the current thread entered the kernel by a breakpoint (the
+ * outermost kernel frame is the breakpoint's entry), and whether its uprobe
+ * handling has begun (uprobe_notify_resume, which rewinds pc or emulates
+ * the probed instruction, is on the stack): until then its saved pc is
+ * still one past the int3 at pc - 1. After the handling returns, only
+ * other pending work (a signal's delivery) runs with interrupts on before
+ * user mode: rare, and it also needs an int3 byte before the new pc with a
+ * row for it. Every interrupt and exception leaves orig_ax -1, a system
+ * call its number; the byte before pc is read first, and the kernel stack
+ * only when it is an int3 (rarely: a probed address, mostly). */
+static __always_inline __u8 in_breakpoint_window(void *ctx, const struct loupe_user_regs *regs,
 						 struct uprobe_task *utask)
 {
 	const long room = LOUPE_MAX_STACK_DEPTH * sizeof(__u64);
@@ -369,26 +385,26 @@ static __always_inline bool in_breakpoint_window(void *ctx, const struct loupe_u
 	long got;
 
 	if (regs->orig_ax != (__u64)-1 || cfg_int3_entry_end == 0 || cfg_uprobe_resume_end == 0)
-		return false;
+		return LOUPE_TRAP_NONE;
 	/* Stepping over a probed instruction's copy is a trap too (#DB), after
 	 * the breakpoint's handling. */
 	if (utask && BPF_CORE_READ(utask, active_uprobe))
-		return false;
+		return LOUPE_TRAP_NONE;
 	if (bpf_probe_read_user(&byte, sizeof(byte), (const void *)(regs->ip - 1)) != 0 ||
 	    byte != 0xcc)
-		return false;
+		return LOUPE_TRAP_NONE;
 	raw = bpf_map_lookup_elem(&unwind_buffer, &zero);
 	if (!raw)
-		return false;
+		return LOUPE_TRAP_NONE;
 	got = bpf_get_stack(ctx, raw->frames, room, 0);
 	search.count = (got > 0 ? got / sizeof(__u64) : 0) & LOUPE_MAX_STACK_DEPTH;
 	if (search.count == 0)
-		return false;
+		return LOUPE_TRAP_NONE;
 	outermost = raw->frames[(search.count - 1) & LOUPE_MAX_STACK_DEPTH];
 	if (outermost < cfg_int3_entry_start || outermost >= cfg_int3_entry_end)
-		return false;
+		return LOUPE_TRAP_NONE;
 	bpf_loop(LOUPE_MAX_STACK_DEPTH, find_uprobe_resume, &search, 0);
-	return !search.found;
+	return search.found ? LOUPE_TRAP_HANDLING : LOUPE_TRAP_UNHANDLED;
 }
 
 /* The caller's registers by the frame-pointer convention. A null rbp is
@@ -567,7 +583,7 @@ static __always_inline __u32 unwind_user_stack(void *ctx, __u64 *frames, __u32 t
 	if (bpf_core_field_exists(task->utask)) {
 		struct uprobe_task *utask = BPF_CORE_READ(task, utask);
 
-		walk->in_trap = in_breakpoint_window(ctx, regs, utask);
+		walk->trap = in_breakpoint_window(ctx, regs, utask);
 		if (utask) {
 			walk->pending = BPF_CORE_READ(utask, return_instances);
 			if (walk->pending)
