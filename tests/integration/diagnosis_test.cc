@@ -449,7 +449,7 @@ void CheckListedRequests(const Traced& traced, const RequestKind& kind, const Ex
   // Loupe's run-queue time covers schedstat's run delay. Not always: in
   // about one full run in three on this shared VM, one listed request of a
   // disk-bound service (fdatasync, major faults) had 1-4 ms of run delay
-  // that Loupe counted as blocked; in ~14,000 requests traced alone it never
+  // that Loupe counted as blocked; in ~17,000 requests traced alone it never
   // did. The cause is not found (docs/report.md, "Known limits"):
   // one such request is let pass, two are not.
   EXPECT_LE(short_runq.size(), 1u) << ::testing::PrintToString(short_runq);
