@@ -43,6 +43,12 @@ struct ProcessIdentity {
   std::map<uint32_t, ThreadIdentity> threads;
 };
 
+// What ptrace would allow a caller with `caller_uid`: root any process, a
+// user its own processes that run with its rights only.
+inline bool CallerMayTrace(uint32_t caller_uid, const ProcessIdentity& process) {
+  return caller_uid == 0 || (process.uid == caller_uid && process.plain_user);
+}
+
 // Reads /proc/<pid> (and its tasks). NotFound when there is no such process.
 absl::StatusOr<ProcessIdentity> ReadProcess(uint32_t pid);
 // Only the start time: to tell whether `pid` is still the same process.

@@ -171,7 +171,14 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   PipelineOptions::ReadAsleep read_asleep;
   if (o.sources.sched) {
     read_asleep = [kernel = o.sources.offcpu_kernel_stacks, user = o.sources.offcpu_user_stacks,
-                   source = session->source_.get()](uint32_t pid, uint32_t tid) {
+                   source = session->source_.get(),
+                   caller_uid = o.caller_uid](uint32_t pid, uint32_t tid) -> std::optional<Asleep> {
+      // Read with louped's rights: only of a process the caller may still
+      // trace (one that exec'd a setuid program since is traced no more).
+      if (caller_uid != 0) {
+        absl::StatusOr<ProcessIdentity> process = ReadProcess(pid);
+        if (!process.ok() || !CallerMayTrace(caller_uid, *process)) return std::nullopt;
+      }
       std::optional<Asleep> asleep = ReadAsleep(pid, tid, kernel);
       if (!asleep || !user) return asleep;
       if (std::optional<bpf::WalkedStack> stack = source->AsleepUserStack(pid, tid)) {
@@ -308,7 +315,7 @@ void Session::OnExec(uint32_t pid, uint32_t old_tid) {
     // The sched program dropped it already if it now has more rights than
     // its user (sched.bpf.c); this says why its events stop.
     absl::StatusOr<ProcessIdentity> process = ReadProcess(pid);
-    if (process.ok() && (process->uid != options_.caller_uid || !process->plain_user)) {
+    if (process.ok() && !CallerMayTrace(options_.caller_uid, *process)) {
       warning = fmt::format(
           "pid {} exec'd {}, which runs with rights its user does not have (setuid, setgid or "
           "file capabilities): not traced from here on, for a caller that is not root (uid {})",

@@ -13,10 +13,6 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
   std::map<uint32_t, ProcessIdentity> processes;
   std::vector<std::string> notes;
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> untraced_children;  // (named pid, children)
-  // What ptrace would allow the caller: root, or its own plain processes.
-  const auto caller_may_trace = [caller_uid](const ProcessIdentity& process) {
-    return caller_uid == 0 || (process.uid == caller_uid && process.plain_user);
-  };
   for (uint32_t named : pids) {
     uint32_t pid = named;
     if (caller_pid != 0) {
@@ -64,7 +60,7 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
     for (uint32_t child : children) {
       absl::StatusOr<ProcessIdentity> descendant = ReadProcess(child);
       if (!descendant.ok()) continue;  // exited meanwhile
-      if (!caller_may_trace(*descendant)) {
+      if (!CallerMayTrace(caller_uid, *descendant)) {
         notes.push_back(fmt::format(
             "descendant {} ({}) of pid {} belongs to uid {}: not traced for uid {}", child,
             descendant->name, named, descendant->uid, caller_uid));
@@ -82,7 +78,7 @@ absl::StatusOr<Targets> Targets::Resolve(const std::vector<uint32_t>& pids, uint
     for (uint32_t child : children) {
       if (processes.contains(child)) continue;  // named as well
       absl::StatusOr<ProcessIdentity> descendant = ReadProcess(child);
-      if (descendant.ok() && caller_may_trace(*descendant)) {
+      if (descendant.ok() && CallerMayTrace(caller_uid, *descendant)) {
         untraced.push_back(fmt::format("{} {}", child, descendant->name));
       }
     }

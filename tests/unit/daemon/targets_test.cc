@@ -68,5 +68,18 @@ TEST(TargetsTest, AZombieIsRefusedAsExited) {
       << targets.status();
 }
 
+// ptrace's rule: root traces anything; a user its own processes, and not
+// one running with rights its user does not have (a setuid program).
+TEST(TargetsTest, ACallerMayTraceItsOwnPlainProcessesOnly) {
+  const ProcessIdentity own{.uid = 1000, .plain_user = true};
+  const ProcessIdentity setuid{.uid = 1000, .plain_user = false};
+  const ProcessIdentity other{.uid = 1001, .plain_user = true};
+  EXPECT_TRUE(CallerMayTrace(1000, own));
+  EXPECT_FALSE(CallerMayTrace(1000, setuid));
+  EXPECT_FALSE(CallerMayTrace(1000, other));
+  EXPECT_TRUE(CallerMayTrace(0, setuid));
+  EXPECT_TRUE(CallerMayTrace(0, other));
+}
+
 }  // namespace
 }  // namespace loupe::session
