@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
@@ -171,13 +172,19 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   PipelineOptions::ReadAsleep read_asleep;
   if (o.sources.sched) {
     read_asleep = [kernel = o.sources.offcpu_kernel_stacks, user = o.sources.offcpu_user_stacks,
-                   source = session->source_.get(),
-                   caller_uid = o.caller_uid](uint32_t pid, uint32_t tid) -> std::optional<Asleep> {
+                   source = session->source_.get(), caller_uid = o.caller_uid,
+                   may_trace = std::map<uint32_t, bool>()](
+                      uint32_t pid, uint32_t tid) mutable -> std::optional<Asleep> {
       // Read with louped's rights: only of a process the caller may still
-      // trace (one that exec'd a setuid program since is traced no more).
+      // trace (one that exec'd a setuid program since is traced no more);
+      // asked once per process, as /proc lists all its threads.
       if (caller_uid != 0) {
-        absl::StatusOr<ProcessIdentity> process = ReadProcess(pid);
-        if (!process.ok() || !CallerMayTrace(caller_uid, *process)) return std::nullopt;
+        auto [known, added] = may_trace.try_emplace(pid, false);
+        if (added) {
+          absl::StatusOr<ProcessIdentity> process = ReadProcess(pid);
+          known->second = process.ok() && CallerMayTrace(caller_uid, *process);
+        }
+        if (!known->second) return std::nullopt;
       }
       std::optional<Asleep> asleep = ReadAsleep(pid, tid, kernel);
       if (!asleep || !user) return asleep;
