@@ -289,17 +289,17 @@ static __always_inline bool quota_throttled(struct task_struct *task)
 	return BPF_CORE_READ(task, se.cfs_rq, throttle_count) > 0;
 }
 
-/* A wakeup of a target that is on its run queue, set to sleep and still on
- * its CPU: either it came before schedule(), and the kernel only sets the
- * thread running again (no sleep), or the thread is already inside
- * __schedule on its CPU, its dequeue not yet seen from here, and the
- * kernel wakes it for real once it is off. Kept until the kernel tells:
- * the thread switches out asleep and sched_wakeup follows (it slept: the
- * wakeup is written, at its own time), or sched_wakeup comes first (it
- * never slept: dropped). */
+/* A wakeup of a target still on its run queue, though set to sleep: it is
+ * on its CPU going to sleep, or was preempted before it could. Either the
+ * kernel only sets it running again (no sleep: nothing to record), or it
+ * dequeues itself before the waker looks again, and the kernel wakes it
+ * for real once it is off its CPU. Which one, only sched_wakeup can tell:
+ * the wakeup is kept with the thread's count of voluntary switches, and
+ * written there if that count grew meanwhile. A count, not a flag its
+ * switch-out would set: that switch may run before the wakeup is kept. */
 struct racing_wakeup {
 	struct loupe_sched_wakeup rec;
-	__u32 slept;
+	__u64 voluntary_switches;
 };
 
 struct {
@@ -308,15 +308,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct racing_wakeup);
 } racing_wakeups SEC(".maps");
-
-/* A target switches out: asleep, a wakeup kept for it was real. */
-static __always_inline void note_racing_sleep(__u32 tid, __u32 prev_state)
-{
-	struct racing_wakeup *racing = bpf_map_lookup_elem(&racing_wakeups, &tid);
-
-	if (racing && prev_state != 0)
-		racing->slept = 1;
-}
 
 /* Per target process, its threads that have exited (their exit record
  * written) and not yet switched out for good: the process stays a target
@@ -370,8 +361,6 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	barrier_var(next_is_target);
 	/* As the kernel reports it: a preempted task is still runnable. */
 	prev_state = preempt ? 0 : task_state(prev);
-	if (prev_is_target)
-		note_racing_sleep(BPF_CORE_READ(prev, pid), prev_state);
 	if (next_tid == 0) {
 		/* An idle CPU has nobody waiting: this heals any miscount. */
 		*waiting = 0;
@@ -456,16 +445,16 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 
 	if (!is_target(tgid))
 		return 0;
-	/* Still on a run queue (preempted, or not yet asleep): the wakeup
-	 * changes nothing, and recorded it would make the thread's next sleep
-	 * look woken already. Except a sleeper whose dequeue EEVDF delayed
-	 * (Linux 6.12+): on_rq, yet asleep, and this wakeup is real; and one
-	 * still on its CPU going to sleep, which may be (racing_wakeups). */
-	if (!is_new && BPF_CORE_READ(task, on_rq) && !sleeper_still_queued(task)) {
-		if (!BPF_CORE_READ(task, on_cpu) || task_state(task) == 0)
-			return 0;
+	/* Read before on_rq: the switch-out that dequeues the thread counts
+	 * after it, so a count read first is the one from before any sleep
+	 * this wakeup ends. */
+	racing.voluntary_switches = BPF_CORE_READ(task, nvcsw);
+	barrier();
+	/* Still on a run queue (racing_wakeups). Except a sleeper whose dequeue
+	 * EEVDF delayed (Linux 6.12+): on_rq, yet asleep, and this wakeup is
+	 * real. */
+	if (!is_new && BPF_CORE_READ(task, on_rq) && !sleeper_still_queued(task))
 		racing_sleep = true;
-	}
 	context = irq_context(preempt_count);
 	timers = bpf_map_lookup_elem(&timer_contexts, &zero);
 	if (timers && (*timers & (1u << context)))
@@ -501,7 +490,7 @@ static __always_inline int on_woken(struct task_struct *task)
 
 	if (!racing)
 		return 0;
-	if (racing->slept) {
+	if (BPF_CORE_READ(task, nvcsw) != racing->voluntary_switches) {
 		add_runnable(task_cpu(task), 1);
 		submit(&racing->rec, sizeof(racing->rec), sizeof(racing->rec),
 		       LOUPE_CNT_RING_FULL_SCHED);
