@@ -40,23 +40,32 @@ class ProcessStackSource : public UserStackSource {
 
 }  // namespace
 
+void AsleepUserStacks::Prepare() {
+  if (unavailable_ || reader_ != nullptr) return;
+  absl::StatusOr<std::unique_ptr<ThreadRegsReader>> loaded = ThreadRegsReader::Load();
+  if (loaded.ok()) {
+    reader_ = *std::move(loaded);
+  } else {
+    Fail(loaded.status());
+  }
+}
+
+void AsleepUserStacks::Fail(const absl::Status& status) {
+  unavailable_ = true;
+  notes_.push_back(
+      fmt::format("threads asleep when tracing began have their kernel stack only: {}",
+                  MessageOf(status)));
+}
+
 std::optional<WalkedStack> AsleepUserStacks::Walk(const UnwindMaps* tables, uint32_t tgid,
                                                   uint32_t tid) {
+  Prepare();
   if (unavailable_) return std::nullopt;
-  const auto fail = [&](const absl::Status& status) -> std::optional<WalkedStack> {
-    unavailable_ = true;
-    notes_.push_back(fmt::format(
-        "threads asleep through the whole trace have their kernel stack only: {}",
-        MessageOf(status)));
-    return std::nullopt;
-  };
-  if (reader_ == nullptr) {
-    absl::StatusOr<std::unique_ptr<ThreadRegsReader>> loaded = ThreadRegsReader::Load();
-    if (!loaded.ok()) return fail(loaded.status());
-    reader_ = *std::move(loaded);
-  }
   absl::StatusOr<std::optional<loupe_thread_state>> before = reader_->Read(tid);
-  if (!before.ok()) return fail(before.status());
+  if (!before.ok()) {
+    Fail(before.status());
+    return std::nullopt;
+  }
   if (!before->has_value()) return std::nullopt;
   ProcessStackSource source(tgid, tables);
   WalkedStack stack = WalkUserStack(**before, source);

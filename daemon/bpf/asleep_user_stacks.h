@@ -1,7 +1,7 @@
-// User stacks of a session's threads that slept through the whole trace:
-// their saved registers (thread_regs.h), and a walk of their memory with
-// the session's unwind tables (user_stack_walk.h), from user space, since
-// they never ran a BPF program while traced.
+// User stacks of a session's threads asleep when recording began: their
+// saved registers (thread_regs.h), and a walk of their memory with the
+// session's unwind tables (user_stack_walk.h), from user space, since they
+// ran no BPF program since their sleep began.
 #ifndef LOUPE_DAEMON_BPF_ASLEEP_USER_STACKS_H_
 #define LOUPE_DAEMON_BPF_ASLEEP_USER_STACKS_H_
 
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "daemon/bpf/thread_regs.h"
 #include "daemon/bpf/unwind_maps.h"
 #include "daemon/bpf/user_stack_walk.h"
@@ -24,9 +25,14 @@ class AsleepUserStacks {
   // (what was read may then be another moment's), or when the kernel
   // cannot say (a note says so, once).
   std::optional<WalkedStack> Walk(const UnwindMaps* tables, uint32_t tgid, uint32_t tid);
+  // Loads the task iterator, else the first Walk does (~50 ms: BTF).
+  void Prepare();
   std::vector<std::string> TakeNotes() { return std::move(notes_); }
 
  private:
+  // No more walks: a note says why, once.
+  void Fail(const absl::Status& status);
+
   std::unique_ptr<ThreadRegsReader> reader_;
   bool unavailable_ = false;
   std::vector<std::string> notes_;

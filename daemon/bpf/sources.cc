@@ -214,7 +214,7 @@ absl::Status Sources::Load(const SourceOptions& options, bool btf_tracepoints,
   return absl::OkStatus();
 }
 
-absl::Status Sources::OpenSampling(const SourceOptions& options, const KernelTexts& texts) {
+absl::Status Sources::LoadSampling(const SourceOptions& options, const KernelTexts& texts) {
   absl::StatusOr<ProfileSkeleton> profile = ProfileSkeleton::Open("profile");
   if (!profile.ok()) return profile.status();
   (*profile)->rodata->cfg_kernel_stacks = options.cpu_kernel_stacks;
@@ -233,7 +233,11 @@ absl::Status Sources::OpenSampling(const SourceOptions& options, const KernelTex
   }
   if (absl::Status status = profile->Load(); !status.ok()) return status;
   SetBreakpointTexts((*profile)->bss, texts);
+  objects_->profile = *std::move(profile);
+  return absl::OkStatus();
+}
 
+absl::Status Sources::AttachSampling(const SourceOptions& options) {
   perf_event_attr attr{};
   attr.size = sizeof attr;
   if (options.sample_event == SampleEvent::kCpuClock) {
@@ -264,7 +268,8 @@ absl::Status Sources::OpenSampling(const SourceOptions& options, const KernelTex
                                             : absl::StatusCode::kInternal,
           fmt::format("perf_event_open cpu {}: {} (needs CAP_PERFMON)", cpu, std::strerror(error)));
     }
-    bpf_link* link = bpf_program__attach_perf_event((*profile)->progs.handle_cpu_sample, fd.get());
+    bpf_link* link =
+        bpf_program__attach_perf_event((*objects_->profile)->progs.handle_cpu_sample, fd.get());
     if (link == nullptr) {
       return absl::InternalError(
           fmt::format("attach sampler to cpu {}: {}", cpu, std::strerror(errno)));
@@ -275,7 +280,6 @@ absl::Status Sources::OpenSampling(const SourceOptions& options, const KernelTex
     fd.Release();
     objects_->sample_links.emplace_back(link);
   }
-  objects_->profile = *std::move(profile);
   features_["sample_event"] = options.sample_event == SampleEvent::kCpuClock
                                   ? fmt::format("cpu-clock period {} ns", attr.sample_period)
                                   : fmt::format("cycles at {} Hz", options.sample_hz);
@@ -340,6 +344,13 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   if (!ring.ok()) return ring.status();
   sources->ring_ = *std::move(ring);
 
+  if (options.cpu) {
+    if (absl::Status status = sources->LoadSampling(options, texts); !status.ok()) return status;
+  }
+  // Loaded now, not when first asked for: threads asleep when recording
+  // begins are read right after, before they may wake.
+  if (options.sched && options.offcpu_user_stacks) sources->asleep_stacks_.Prepare();
+
   loupe_sched* sched = sources->objects_->sched->get();
   sched->data->recording = false;
   if (absl::Status status = sources->objects_->sched->Attach(); !status.ok()) return status;
@@ -347,7 +358,7 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Start(const SourceOptions& opt
   sources->recording_since_ns_ = MonotonicNs();
   sched->data->recording = true;
   if (options.cpu) {
-    if (absl::Status status = sources->OpenSampling(options, texts); !status.ok()) return status;
+    if (absl::Status status = sources->AttachSampling(options); !status.ok()) return status;
   }
   if (options.sched) {
     sources->features_["waker_context"] = waker_context.description;

@@ -101,7 +101,10 @@ class Sources {
   absl::Status LoadSched(const SourceOptions& options, const WakerContextPath& waker);
   absl::Status Load(const SourceOptions& options, bool btf_tracepoints,
                     const WakerContextPath& waker);
-  absl::Status OpenSampling(const SourceOptions& options, const KernelTexts& texts);
+  // The sampler is loaded (verified: the slow part) before recording
+  // begins, and its perf events opened right after.
+  absl::Status LoadSampling(const SourceOptions& options, const KernelTexts& texts);
+  absl::Status AttachSampling(const SourceOptions& options);
 
   std::unique_ptr<Objects> objects_;  // its sampler links own their perf event fds
   std::unique_ptr<RingBuffer> ring_;
