@@ -114,4 +114,34 @@ std::vector<std::vector<uint64_t>> KernelAddresses(
   return out;
 }
 
+std::vector<OwnedEvent> AsleepStacks(std::span<const Asleep* const> asleep) {
+  std::vector<std::vector<std::string>> kernel_stacks;
+  bool any_frame = false;
+  for (const Asleep* thread : asleep) {
+    kernel_stacks.push_back(thread->kernel_frames);
+    any_frame = any_frame || !thread->kernel_frames.empty();
+  }
+  // kallsyms (a few MB) only when there are frames to place: none for a
+  // caller who gets no kernel stacks.
+  const absl::StatusOr<std::string> kallsyms =
+      any_frame ? ReadWholeFile("/proc/kallsyms") : absl::StatusOr<std::string>(std::string());
+  const std::vector<std::vector<uint64_t>> addresses =
+      KernelAddresses(kernel_stacks, kallsyms.ok() ? *kallsyms : std::string());
+  std::vector<OwnedEvent> stacks(asleep.size());
+  for (size_t i = 0; i < asleep.size(); ++i) {
+    OwnedEvent& event = stacks[i];
+    event.frames = asleep[i]->user_frames;
+    if (!asleep[i]->exact_user_frames.empty()) {
+      event.extras().exact_frames = asleep[i]->exact_user_frames;
+    }
+    // Marked after the frames kept, as a walk in BPF that stopped is.
+    if (asleep[i]->user_stack_stopped && !event.frames.empty()) {
+      event.frames.push_back(format::kUnwindStoppedFrame);
+    }
+    event.user_depth = static_cast<uint16_t>(event.frames.size());
+    event.frames.insert(event.frames.end(), addresses[i].begin(), addresses[i].end());
+  }
+  return stacks;
+}
+
 }  // namespace loupe::session

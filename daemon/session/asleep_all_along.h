@@ -1,19 +1,23 @@
-// Target threads asleep through a whole trace: they never switched while it
-// was recorded, so no record says what they waited for, and the report
-// would not list them at all. When tracing stops, /proc says how they
-// sleep now: the state (S, D, I, T) and the kernel stack, whose
-// "function+0xoffset" lines kallsyms turns back into addresses (root sees
-// them) for the off_cpu record that covers the trace.
+// Target threads asleep when recording begins: their switch-out came
+// before, so no record says what they wait for. Read right after recording
+// began, /proc says how they sleep: the state (S, D, I, T) and the kernel
+// stack, whose "function+0xoffset" lines kallsyms turns back into addresses
+// (root sees them), and the user stack is walked from the registers their
+// kernel entry saved. Those stacks go with the off_cpu record that ends
+// the sleep: at the thread's first switch-in, or where tracing stops for a
+// thread asleep through the whole trace (which would else not be listed).
 #ifndef LOUPE_DAEMON_SESSION_ASLEEP_ALL_ALONG_H_
 #define LOUPE_DAEMON_SESSION_ASLEEP_ALL_ALONG_H_
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "daemon/bpf/user_stack_walk.h"
+#include "daemon/session/owned_event.h"
 
 namespace loupe::session {
 
@@ -27,6 +31,9 @@ struct Asleep {
   std::vector<uint64_t> user_frames;
   std::vector<uint16_t> exact_user_frames;
   bool user_stack_stopped = false;
+  // When the read ended, in the trace's clock (CLOCK_MONOTONIC): a thread
+  // switched in before had run since its sleep began, and this is a later one.
+  uint64_t read_ns = 0;
 };
 
 // The thread's sleep from /proc/PID/task/TID, or nullopt when it runs, is
@@ -34,6 +41,12 @@ struct Asleep {
 // addresses are withheld from a caller other than root, as louped's own
 // kernel stacks are (session_options.cc).
 std::optional<Asleep> ReadAsleep(uint32_t pid, uint32_t tid, bool with_kernel_stack);
+
+// The stacks of each of `asleep` as a switch-out's are in an off_cpu record
+// (user frames, the stopped mark after them, then kernel frames, placed by
+// one read of kallsyms when any has some): frames, user depth and exact
+// frames set, the record left empty.
+std::vector<OwnedEvent> AsleepStacks(std::span<const Asleep* const> asleep);
 
 // A walked stack's frames into `asleep` (LOUPE_FRAME_EXACT marks as exact_user_frames).
 void SetUserStack(const bpf::WalkedStack& stack, Asleep* asleep);

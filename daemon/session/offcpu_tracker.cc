@@ -22,9 +22,8 @@ bool OffCpuTracker::Observe(OwnedEvent& event, OwnedEvent* interval) {
     if (auto out = switched_out_.find(maker); out != switched_out_.end() && out->second.active &&
                                               !out->second.exited &&
                                               !InItsSwitch(record, out->second)) {
-      End(maker, out->second, record.time_ns, record.cpu, interval);
+      made = End(maker, out->second, record.time_ns, record.cpu, interval);
       woken_.erase(maker);
-      made = true;
     }
   }
   std::visit(Overloaded{
@@ -63,9 +62,11 @@ bool OffCpuTracker::Observe(OwnedEvent& event, OwnedEvent* interval) {
 
 // A sample by a non-maskable interrupt (cycles) can come inside the switch
 // itself, after its record was stamped and before the next thread runs:
-// the thread is still current there, though switched out.
+// the thread is still current there, though switched out. (A sleep read
+// at the start had no switch.)
 bool OffCpuTracker::InItsSwitch(const format::Record& record, const SwitchedOut& out) {
-  return std::holds_alternative<format::CpuSample>(record.payload) && record.cpu == out.cpu &&
+  return !out.read_at_start && std::holds_alternative<format::CpuSample>(record.payload) &&
+         record.cpu == out.cpu &&
          record.time_ns - out.time_ns < kSwitchWindowNs;
 }
 
@@ -78,8 +79,7 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
     if (out == switched_out_.end()) {
       switched_out_.try_emplace(change.next_tid);
     } else if (out->second.active) {
-      End(change.next_tid, out->second, record.time_ns, record.cpu, interval);
-      made = true;
+      made = End(change.next_tid, out->second, record.time_ns, record.cpu, interval);
     }
     woken_.erase(change.next_tid);
   }
@@ -100,6 +100,8 @@ bool OffCpuTracker::OnSwitch(OwnedEvent& event, const format::SchedSwitch& chang
     out.state = change.prev_state;
     out.tgid = event.prev_tgid;
     out.cpu = record.cpu;
+    out.read_at_start = false;
+    out.read_ns = 0;
     out.user_depth = event.user_depth;
     // Frames a signal interrupted are where the code was: symbolized as
     // they are, not as return addresses (rare; copied into a kept buffer).
@@ -129,15 +131,37 @@ bool OffCpuTracker::TakeUnended(uint64_t end_ns, OwnedEvent* interval) {
         it->second.time_ns > end_ns) {
       continue;
     }
-    End(tid, it->second, end_ns, it->second.cpu, interval);
+    const bool ended = End(tid, it->second, end_ns, it->second.cpu, interval);
     woken_.erase(tid);
-    return true;
+    if (ended) return true;
   }
   return false;
 }
 
-void OffCpuTracker::End(uint32_t tid, SwitchedOut& from, uint64_t end_ns, uint32_t cpu,
+void OffCpuTracker::AsleepAtStart(uint32_t tid, uint32_t tgid, uint32_t state, uint64_t since_ns,
+                                  uint64_t read_ns, OwnedEvent& stack) {
+  SwitchedOut& out = switched_out_[tid];
+  out = {.active = true,
+         .time_ns = since_ns,
+         .state = state,
+         .tgid = tgid,
+         .user_depth = stack.user_depth,
+         .read_at_start = true,
+         .read_ns = read_ns};
+  const std::span<const uint16_t> exact = stack.exact_frames();
+  out.exact_frames.assign(exact.begin(), exact.end());
+  out.frames.swap(stack.frames);
+}
+
+bool OffCpuTracker::End(uint32_t tid, SwitchedOut& from, uint64_t end_ns, uint32_t cpu,
                         OwnedEvent* interval) {
+  const bool left_before_its_read = end_ns < from.read_ns;
+  from.read_at_start = false;
+  from.read_ns = 0;
+  if (left_before_its_read) {
+    from.active = false;
+    return false;
+  }
   format::OffCpu off{.duration_ns = end_ns - from.time_ns, .prev_state = from.state};
   // Every wakeup kept came after the thread's last switch-in: a switch-in
   // drops those it follows.
@@ -158,6 +182,7 @@ void OffCpuTracker::End(uint32_t tid, SwitchedOut& from, uint64_t end_ns, uint32
     interval->extras().exact_frames.assign(from.exact_frames.begin(), from.exact_frames.end());
   }
   from.active = false;
+  return true;
 }
 
 }  // namespace loupe::session

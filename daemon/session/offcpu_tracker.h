@@ -28,6 +28,13 @@ class OffCpuTracker {
   // sched_switch record carries none); buffers are swapped, never freed, so
   // a busy session allocates nothing here once each thread has been seen.
   bool Observe(OwnedEvent& event, OwnedEvent* interval);
+  // A thread found asleep right after recording began, at `since_ns`, with
+  // `stack`'s frames (taken) as its switch-out would have them: the sleep
+  // its first switch-in ends, if that comes after `read_ns`, when it was
+  // read. One before means it ran meanwhile (a sleep of its own since, read
+  // instead, has its switch-out in the trace): then no interval.
+  void AsleepAtStart(uint32_t tid, uint32_t tgid, uint32_t state, uint64_t since_ns,
+                     uint64_t read_ns, OwnedEvent& stack);
   // When tracing stops: a thread still off the CPU has its wait so far,
   // up to `end_ns`, with the stacks of its switch-out (only an off_cpu
   // record carries them). Fills `interval` with one such record and
@@ -61,6 +68,10 @@ class OffCpuTracker {
     std::vector<uint64_t> frames;
     std::vector<uint16_t> exact_frames;  // user frames (by index) a signal interrupted
     uint16_t user_depth = 0;
+    // A sleep read at the start (AsleepAtStart), not a switch-out: no
+    // switch-in before read_ns ends it.
+    bool read_at_start = false;
+    uint64_t read_ns = 0;
   };
   struct Woken {
     uint64_t time_ns = 0;
@@ -73,8 +84,10 @@ class OffCpuTracker {
   // Longer than a switch takes, stacks walked and all (~3 us).
   static constexpr uint64_t kSwitchWindowNs = 20'000;
   static bool InItsSwitch(const format::Record& record, const SwitchedOut& out);
-  // Ends `tid`'s interval at `end_ns` into `interval` (its entry made inactive).
-  void End(uint32_t tid, SwitchedOut& from, uint64_t end_ns, uint32_t cpu, OwnedEvent* interval);
+  // Ends `tid`'s interval at `end_ns` into `interval` (its entry made
+  // inactive) and returns true; false, with no interval, for a sleep read
+  // at the start that the thread had left by then.
+  bool End(uint32_t tid, SwitchedOut& from, uint64_t end_ns, uint32_t cpu, OwnedEvent* interval);
 
   IsTarget is_target_;
   absl::flat_hash_map<uint32_t, SwitchedOut> switched_out_;  // by tid

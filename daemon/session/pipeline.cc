@@ -4,7 +4,6 @@
 #include <cstring>
 #include <ctime>
 
-#include "daemon/base/read_file.h"
 #include "daemon/base/status_util.h"
 #include "daemon/format/loss_tally.h"
 #include "daemon/session/bpf_record_decoder.h"
@@ -47,6 +46,11 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
   std::unique_ptr<Pipeline> pipeline(
       new Pipeline(std::move(options), std::move(targets), probe_names, std::move(log)));
   pipeline->created_ns_ = now_ns;
+  // First: a thread asleep now may wake at any moment, after which its
+  // sleep since the start is no longer the one that can be read.
+  if (pipeline->options_.recording_since_ns != 0 && pipeline->options_.read_asleep) {
+    pipeline->ReadAsleepAtStart();
+  }
   timespec realtime{}, monotonic{};
   clock_gettime(CLOCK_REALTIME, &realtime);
   clock_gettime(CLOCK_MONOTONIC, &monotonic);
@@ -196,17 +200,8 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
   if (absl::Status status = writer_->Tick(now_ns); !status.ok()) ++write_errors_;
 }
 
-void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
-  // From the trace's start: its first event, or the pipeline's making
-  // (the sources attached just before) when the targets slept till late.
-  const uint64_t start_ns =
-      first_time_ns_ != 0 ? std::min(first_time_ns_, created_ns_) : created_ns_;
-  if (!options_.read_asleep || end_ns <= start_ns) return;
-  struct Found {
-    uint32_t pid, tid;
-    Asleep asleep;
-  };
-  std::vector<Found> found;
+std::vector<Pipeline::AsleepThread> Pipeline::ReadAsleepThreads() {
+  std::vector<AsleepThread> found;
   for (const auto& [pid, process] : targets_.processes()) {
     for (const auto& [tid, thread] : process.threads) {
       if (offcpu_.Seen(tid)) continue;
@@ -215,35 +210,39 @@ void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
       }
     }
   }
-  if (found.empty()) return;
-  std::vector<std::vector<std::string>> stacks;
-  bool any_frame = false;
-  for (const Found& thread : found) {
-    stacks.push_back(thread.asleep.kernel_frames);
-    any_frame = any_frame || !thread.asleep.kernel_frames.empty();
-  }
-  // kallsyms (a few MB) only when there are frames to place: none for a
-  // caller who gets no kernel stacks.
-  const absl::StatusOr<std::string> kallsyms =
-      any_frame ? ReadWholeFile("/proc/kallsyms") : absl::StatusOr<std::string>(std::string());
-  const std::vector<std::vector<uint64_t>> addresses =
-      KernelAddresses(stacks, kallsyms.ok() ? *kallsyms : std::string());
+  return found;
+}
+
+std::vector<OwnedEvent> Pipeline::StacksOf(const std::vector<AsleepThread>& threads) {
+  std::vector<const Asleep*> asleep;
+  for (const AsleepThread& thread : threads) asleep.push_back(&thread.asleep);
+  return AsleepStacks(asleep);
+}
+
+void Pipeline::ReadAsleepAtStart() {
+  const std::vector<AsleepThread> found = ReadAsleepThreads();
+  std::vector<OwnedEvent> stacks = StacksOf(found);
   for (size_t i = 0; i < found.size(); ++i) {
-    OwnedEvent event;
+    offcpu_.AsleepAtStart(found[i].tid, found[i].pid, found[i].asleep.prev_state,
+                          options_.recording_since_ns, found[i].asleep.read_ns, stacks[i]);
+  }
+}
+
+void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
+  // From the trace's start: its first event, or the pipeline's making
+  // (the sources attached just before) when the targets slept till late.
+  const uint64_t start_ns =
+      first_time_ns_ != 0 ? std::min(first_time_ns_, created_ns_) : created_ns_;
+  if (!options_.read_asleep || end_ns <= start_ns) return;
+  const std::vector<AsleepThread> found = ReadAsleepThreads();
+  std::vector<OwnedEvent> stacks = StacksOf(found);
+  for (size_t i = 0; i < found.size(); ++i) {
+    OwnedEvent& event = stacks[i];
     event.record = {.time_ns = end_ns,
                     .tid = found[i].tid,
                     .payload = format::OffCpu{.duration_ns = end_ns - start_ns,
                                               .prev_state = found[i].asleep.prev_state}};
     event.prev_tgid = found[i].pid;
-    const Asleep& asleep = found[i].asleep;
-    event.frames = asleep.user_frames;
-    if (!asleep.exact_user_frames.empty()) event.extras().exact_frames = asleep.exact_user_frames;
-    // Marked after the frames kept, as a walk in BPF that stopped is.
-    if (asleep.user_stack_stopped && !event.frames.empty()) {
-      event.frames.push_back(format::kUnwindStoppedFrame);
-    }
-    event.user_depth = static_cast<uint16_t>(event.frames.size());
-    event.frames.insert(event.frames.end(), addresses[i].begin(), addresses[i].end());
     operations_.Observe(event.record);
     Write(event);
   }

@@ -50,8 +50,10 @@ struct PipelineOptions {
   // A target forked a new process (not a thread): told on the draining
   // thread, soon after.
   std::function<void(uint32_t parent_pid, uint32_t child_pid)> on_fork;
-  // How a target thread sleeps now (ReadAsleep): for those that never
-  // switched while traced, when tracing stops. Unset: not asked (a replay).
+  // How a target thread sleeps now (ReadAsleep): for every one right after
+  // recording began (recording_since_ns), whose stacks its first switch-in
+  // ends, and for those that never switched while traced, when tracing
+  // stops. Unset: not asked (a replay).
   using ReadAsleep = std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)>;
   ReadAsleep read_asleep;
   // When the sources began recording (RecordSource::recording_since_ns), 0
@@ -119,6 +121,15 @@ class Pipeline {
   void Write(OwnedEvent& event);
   // In place of an exception's catch: the returns of the calls it unwound.
   void WriteUnwound(const format::Record& caught);
+  // Target threads not seen switching or running that sleep now.
+  struct AsleepThread {
+    uint32_t pid, tid;
+    Asleep asleep;
+  };
+  std::vector<AsleepThread> ReadAsleepThreads();
+  static std::vector<OwnedEvent> StacksOf(const std::vector<AsleepThread>& threads);
+  // Right after recording began: the sleeps its first switch-ins end.
+  void ReadAsleepAtStart();
   // When tracing stops at `end_ns`: a wait from the first event on for each
   // target thread that never switched and sleeps now.
   void WriteAsleepAllAlong(uint64_t end_ns);

@@ -167,8 +167,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   targets->Refresh();
   if (targets->empty()) return absl::NotFoundError("every target exited before tracing started");
 
-  // Only switches traced tell that a thread never ran; its kernel stack
-  // only where the caller may have kernel stacks at all.
+  // Only switches traced tell when a thread asleep at the start woke, or
+  // that it never ran; its kernel stack only where the caller may have
+  // kernel stacks at all.
   PipelineOptions::ReadAsleep read_asleep;
   if (o.sources.sched) {
     read_asleep = [kernel = o.sources.offcpu_kernel_stacks, user = o.sources.offcpu_user_stacks,
@@ -187,10 +188,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
         if (!known->second) return std::nullopt;
       }
       std::optional<Asleep> asleep = ReadAsleep(pid, tid, kernel);
-      if (!asleep || !user) return asleep;
-      if (std::optional<bpf::WalkedStack> stack = source->AsleepUserStack(pid, tid)) {
-        SetUserStack(*stack, &*asleep);
+      if (!asleep) return asleep;
+      if (user) {
+        if (std::optional<bpf::WalkedStack> stack = source->AsleepUserStack(pid, tid)) {
+          SetUserStack(*stack, &*asleep);
+        }
       }
+      asleep->read_ns = MonotonicNow();
       return asleep;
     };
   }

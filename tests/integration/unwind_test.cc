@@ -410,6 +410,45 @@ TEST_P(UnwindTest, ThreadsAsleepThroughTheTraceKeepTheirCallers) {
   ExpectSaneStacks(run);
 }
 
+// Threads asleep when tracing begins and woken during it: the wait their
+// first switch-in ends has the stacks read right after recording began,
+// as a switch-out in the trace would have given it.
+TEST_P(UnwindTest, ThreadsAsleepWhenTracingBeginsKeepTheirCallersWhenWoken) {
+  LOUPE_REQUIRE_PRIVILEGES();
+  const UnwindRun run = Trace("released", [](ChildProcess& program) {
+    usleep(300'000);
+    program.WriteLine("go");
+  });
+  uint64_t trace_end_ns = 0;
+  for (const SymbolizedStack& stack : run.trace.off_cpu) {
+    trace_end_ns = std::max(trace_end_ns, stack.time_ns);
+  }
+  auto woken_during_the_trace = [&](const SymbolizedStack& wait) {
+    return wait.duration_ns >= 250'000'000 && wait.time_ns + 500'000'000 <= trace_end_ns;
+  };
+  std::vector<const SymbolizedStack*> locking, reading;
+  for (const SymbolizedStack& wait : run.trace.off_cpu) {
+    if (ReadsRootToLeaf(wait.user_frames, {Is("start_thread"), Is("wait_for_lock"),
+                                           Contains({"mutex_lock", "lll_lock"})})) {
+      locking.push_back(&wait);
+    }
+    if (ReadsRootToLeaf(wait.user_frames, {Is("main"), Is("run_released"), Is("wait_for_word")})) {
+      reading.push_back(&wait);
+    }
+  }
+  // Each of them waited there once from the start: its longest wait.
+  for (const auto* waits : {&locking, &reading}) {
+    ASSERT_FALSE(waits->empty()) << ShowSome(All(run.trace.off_cpu));
+    const SymbolizedStack& longest = **std::max_element(
+        waits->begin(), waits->end(),
+        [](const auto* a, const auto* b) { return a->duration_ns < b->duration_ns; });
+    EXPECT_TRUE(woken_during_the_trace(longest))
+        << longest.duration_ns << " ns ending at " << longest.time_ns << ", the trace at "
+        << trace_end_ns << ShowSome({&longest});
+  }
+  ExpectSaneStacks(run);
+}
+
 TEST_P(UnwindTest, SignalHandlerStacksGoOnIntoTheInterruptedCode) {
   LOUPE_REQUIRE_PRIVILEGES();
   const UnwindRun run = Trace("signal");

@@ -64,6 +64,8 @@ SymbolizedTrace Symbolize(const std::string& dir) {
         off_cpu.push_back({record.tid,
                            {off->user_stack.begin(), off->user_stack.end()},
                            {off->kernel_stack.begin(), off->kernel_stack.end()}});
+        off_cpu.back().time_ns = record.time_ns;
+        off_cpu.back().duration_ns = off->duration_ns;
       } else if (const auto* thread = std::get_if<format::ThreadInfo>(&record.payload)) {
         pid_of[record.tid] = thread->pid;
       } else if (std::holds_alternative<format::ProcessInfo>(record.payload)) {

@@ -25,6 +25,7 @@ struct SymbolizedStack {
   uint32_t tid = 0;
   std::vector<uint64_t> user, kernel;
   std::vector<NamedFrame> user_frames, kernel_frames;
+  uint64_t time_ns = 0, duration_ns = 0;  // of an off-CPU interval: its end and length
 };
 
 struct SymbolizedTrace {

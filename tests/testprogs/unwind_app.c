@@ -10,6 +10,11 @@
  *   hung     the mutex chain, never woken, while main waits for that thread
  *            (main -> join_blocked -> pthread_join): both asleep through
  *            any trace
+ *   released the mutex chain, as hung, until a line on stdin, which main
+ *            waits for (main -> run_released -> wait_for_word -> fgets);
+ *            main then unlocks the mutex, the thread takes it and exits,
+ *            and main sleeps on: both asleep when tracing begins, woken
+ *            during it
  *   signal   main -> interrupted_here, burning; SIGPROF every ms of CPU runs
  *            on_signal -> handler_work, burning ~0.5 ms
  *   recurse  recurse() 1000 frames deep, spinning at the bottom
@@ -246,6 +251,30 @@ static void run_hung(void)
 	join_blocked(thread);
 }
 
+FRAME void wait_for_word(void)
+{
+	testprog_wait_line();
+	sink += 1; /* not a tail call: this frame stays */
+}
+
+FRAME void run_released(void)
+{
+	struct timespec interval = {0, 10 * 1000 * 1000};
+	pthread_t thread;
+
+	pthread_mutex_lock(&held);
+	if (pthread_create(&thread, NULL, wait_for_lock, NULL) != 0)
+		exit(1);
+	while (blocked_tid == 0 || !sleeping(blocked_tid))
+		nanosleep(&interval, NULL);
+	ready();
+	wait_for_word();
+	pthread_mutex_unlock(&held);
+	pthread_join(thread, NULL);
+	while (forever)
+		pause();
+}
+
 /* ------------------------------------------------------------- signal */
 
 static unsigned long handler_spins;
@@ -460,6 +489,8 @@ int main(int argc, char **argv)
 		run_blocked(wait_for_input);
 	else if (strcmp(mode, "hung") == 0)
 		run_hung();
+	else if (strcmp(mode, "released") == 0)
+		run_released();
 	else if (strcmp(mode, "signal") == 0)
 		run_signal();
 	else if (strcmp(mode, "recurse") == 0)
@@ -474,7 +505,7 @@ int main(int argc, char **argv)
 		run_dlopen();
 	else if (strcmp(mode, "remap") == 0)
 		run_remap();
-	fprintf(stderr, "usage: %s cpu|mutex|read|hung|signal|recurse|nested|threads|lib|dlopen|remap\n",
+	fprintf(stderr, "usage: %s cpu|mutex|read|hung|released|signal|recurse|nested|threads|lib|dlopen|remap\n",
 		argv[0]);
 	return 2;
 }

@@ -304,5 +304,74 @@ TEST_F(OffCpuTrackerTest, ThreadsStillWaitingWhenTracingStopsGetTheirWaitSoFar) 
   EXPECT_FALSE(tracker_.TakeUnended(10'000, &none));
 }
 
+// Threads read asleep right after recording began (at 1000): 101, read at
+// 3000, woken and switched in after; 102, read at 3000 too, switched in at
+// 2000 (it ran before the read: that sleep is a later one, whose switch-out
+// is in the trace); 103, never switched in.
+TEST_F(OffCpuTrackerTest, ASleepReadAtTheStartIsTheOneItsFirstSwitchInEnds) {
+  for (uint32_t tid : {101u, 102u, 103u}) {
+    OwnedEvent stack;
+    stack.frames = {0x30 + tid, 0x40, 0xffffffff81000000};
+    stack.user_depth = 2;
+    tracker_.AsleepAtStart(tid, kTarget, kSleeping, 1000, 3000, stack);
+    EXPECT_TRUE(stack.frames.empty()) << "taken";
+  }
+  EXPECT_TRUE(tracker_.Seen(101));
+  EXPECT_EQ(tracker_.tracked_threads(), 3u);
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(2000, 501, kOther, 102, kTarget, 0));
+  events.push_back(Switch(2500, 102, kTarget, 501, kOther, kSleeping));
+  events.push_back(Wakeup(4000, 501, 101));
+  events.push_back(Switch(4500, 501, kOther, 101, kTarget, 0));
+  events.push_back(Wakeup(5000, 501, 102));
+  events.push_back(Switch(6000, 501, kOther, 102, kTarget, 0));
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 2u);
+  EXPECT_EQ(intervals[0].record.tid, 101u);
+  const auto& read = std::get<format::OffCpu>(intervals[0].record.payload);
+  EXPECT_EQ(read.duration_ns, 3500u) << "from the start";
+  EXPECT_EQ(read.runq_ns, 500u);
+  EXPECT_EQ(read.waker_tid, 501u);
+  EXPECT_EQ(read.prev_state, kSleeping);
+  EXPECT_EQ(intervals[0].prev_tgid, kTarget);
+  EXPECT_EQ(intervals[0].frames, (std::vector<uint64_t>{0x30 + 101, 0x40, 0xffffffff81000000}));
+  EXPECT_EQ(intervals[0].user_depth, 2u);
+  EXPECT_EQ(intervals[1].record.tid, 102u);
+  EXPECT_EQ(std::get<format::OffCpu>(intervals[1].record.payload).duration_ns, 3500u)
+      << "from its own switch-out";
+  EXPECT_EQ(intervals[1].frames, (std::vector<uint64_t>{0x10, 0x20}));
+  OwnedEvent unended;
+  ASSERT_TRUE(tracker_.TakeUnended(9000, &unended));
+  EXPECT_EQ(unended.record.tid, 103u);
+  EXPECT_EQ(std::get<format::OffCpu>(unended.record.payload).duration_ns, 8000u);
+  EXPECT_EQ(unended.frames, (std::vector<uint64_t>{0x30 + 103, 0x40, 0xffffffff81000000}));
+  EXPECT_FALSE(tracker_.TakeUnended(9000, &unended));
+}
+
+// A record the thread made itself before the read ends no sleep read at the
+// start (it ran, and the read is of a later sleep); one after does, as a
+// switch-in would.
+TEST_F(OffCpuTrackerTest, ARecordOfItsOwnBeforeTheReadEndsNoSleepReadAtTheStart) {
+  for (uint32_t tid : {101u, 102u}) {
+    OwnedEvent stack;
+    stack.frames = {0x50};
+    stack.user_depth = 1;
+    tracker_.AsleepAtStart(tid, kTarget, kSleeping, 1000, 3000, stack);
+  }
+  std::vector<OwnedEvent> events;
+  for (auto [tid, time] : {std::pair{101u, 2000u}, std::pair{102u, 3500u}}) {
+    OwnedEvent sample;
+    sample.record = {.time_ns = time, .tid = tid, .cpu = 0, .payload = format::CpuSample{}};
+    sample.prev_tgid = kTarget;
+    events.push_back(std::move(sample));
+  }
+  const std::vector<OwnedEvent> intervals = Replay(std::move(events));
+  ASSERT_EQ(intervals.size(), 1u);
+  EXPECT_EQ(intervals[0].record.tid, 102u);
+  EXPECT_EQ(std::get<format::OffCpu>(intervals[0].record.payload).duration_ns, 2500u);
+  OwnedEvent none;
+  EXPECT_FALSE(tracker_.TakeUnended(9000, &none));
+}
+
 }  // namespace
 }  // namespace loupe::session

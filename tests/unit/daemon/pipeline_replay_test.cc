@@ -358,7 +358,8 @@ TEST_F(PipelineReplayTest, AThreadAsleepAllAlongHasItsWaitInTheTrace) {
 TEST_F(PipelineReplayTest, ATraceOpensWhenRecordingBeganAndClosesWhenItStopped) {
   const uint64_t t0 = 2'000'000'000;
   recording_since_ns_ = t0 - 5'000'000;
-  read_asleep_ = [](uint32_t, uint32_t) -> std::optional<Asleep> {
+  read_asleep_ = [](uint32_t, uint32_t tid) -> std::optional<Asleep> {
+    if (tid == kTarget) return std::nullopt;  // it runs
     return Asleep{.prev_state = kSleeping};
   };
   std::vector<RingBatch> batches(1);
@@ -382,6 +383,44 @@ TEST_F(PipelineReplayTest, ATraceOpensWhenRecordingBeganAndClosesWhenItStopped) 
   const std::vector<format::OffCpu> waits = OfKind<format::OffCpu>(records);
   ASSERT_EQ(waits.size(), 1u);
   EXPECT_EQ(waits[0].duration_ns, final_drain - recording_since_ns_);
+}
+
+// A thread asleep when recording began is read right then, and the wait its
+// first switch-in ends has the stacks read: its switch-out, which would
+// say, came before the trace.
+TEST_F(PipelineReplayTest, AThreadAsleepAtTheStartHasTheStacksReadThenWhenItWakes) {
+  const uint64_t t0 = 2'000'000'000;
+  recording_since_ns_ = t0 - 5'000'000;
+  std::vector<uint32_t> asked;
+  read_asleep_ = [&](uint32_t, uint32_t tid) -> std::optional<Asleep> {
+    asked.push_back(tid);
+    if (tid == kTarget) return std::nullopt;  // it runs
+    return Asleep{.prev_state = kSleeping,
+                  .user_frames = {0x401000, 0x402000},
+                  .read_ns = t0 - 4'000'000};
+  };
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {Switch(t0 - 1'000'000, 0, kOther, kOther, kTarget, kTarget, 0),
+                        Wakeup(t0, 0, kTarget, kTarget + 1),
+                        Switch(t0 + 1'000'000, 1, kOther, kOther, kTarget + 1, kTarget, 0)};
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  ASSERT_GE(asked.size(), 2u);
+  EXPECT_EQ(std::set<uint32_t>(asked.begin(), asked.begin() + 2),
+            (std::set<uint32_t>{kTarget, kTarget + 1}))
+      << "each thread, when recording began";
+  std::vector<format::Record> waits;
+  for (const format::Record& record : records) {
+    if (std::holds_alternative<format::OffCpu>(record.payload)) waits.push_back(record);
+  }
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].tid, kTarget + 1);
+  EXPECT_EQ(waits[0].time_ns, t0 + 1'000'000);
+  const auto& off = std::get<format::OffCpu>(waits[0].payload);
+  EXPECT_EQ(off.duration_ns, 6'000'000u) << "from the start";
+  EXPECT_EQ(off.runq_ns, 1'000'000u);
+  EXPECT_EQ(off.prev_state, kSleeping);
+  ASSERT_EQ(off_cpu_user_stacks_.size(), 1u);
+  EXPECT_EQ(off_cpu_user_stacks_[0], (std::vector<uint64_t>{0x401000, 0x402000}));
 }
 
 // A followed child is a target from its fork on, though Targets learns of
