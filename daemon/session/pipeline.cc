@@ -200,11 +200,18 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
   if (absl::Status status = writer_->Tick(now_ns); !status.ok()) ++write_errors_;
 }
 
-std::vector<Pipeline::AsleepThread> Pipeline::ReadAsleepThreads() {
+std::vector<Pipeline::AsleepThread> Pipeline::ReadAsleepThreads(uint64_t budget_ns) {
+  const auto now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
+  };
+  const uint64_t until = budget_ns != 0 ? now() + budget_ns : UINT64_MAX;
   std::vector<AsleepThread> found;
   for (const auto& [pid, process] : targets_.processes()) {
     for (const auto& [tid, thread] : process.threads) {
       if (offcpu_.Seen(tid)) continue;
+      if (now() >= until) return found;
       if (std::optional<Asleep> asleep = options_.read_asleep(pid, tid)) {
         found.push_back({pid, tid, *std::move(asleep)});
       }
@@ -220,7 +227,7 @@ std::vector<OwnedEvent> Pipeline::StacksOf(const std::vector<AsleepThread>& thre
 }
 
 void Pipeline::ReadAsleepAtStart() {
-  const std::vector<AsleepThread> found = ReadAsleepThreads();
+  const std::vector<AsleepThread> found = ReadAsleepThreads(options_.asleep_read_budget_ns);
   std::vector<OwnedEvent> stacks = StacksOf(found);
   for (size_t i = 0; i < found.size(); ++i) {
     offcpu_.AsleepAtStart(found[i].tid, found[i].pid, found[i].asleep.prev_state,
@@ -234,7 +241,7 @@ void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
   const uint64_t start_ns =
       first_time_ns_ != 0 ? std::min(first_time_ns_, created_ns_) : created_ns_;
   if (!options_.read_asleep || end_ns <= start_ns) return;
-  const std::vector<AsleepThread> found = ReadAsleepThreads();
+  const std::vector<AsleepThread> found = ReadAsleepThreads(/*budget_ns=*/0);
   std::vector<OwnedEvent> stacks = StacksOf(found);
   for (size_t i = 0; i < found.size(); ++i) {
     OwnedEvent& event = stacks[i];

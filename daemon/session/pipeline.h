@@ -56,6 +56,11 @@ struct PipelineOptions {
   // stops. Unset: not asked (a replay).
   using ReadAsleep = std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)>;
   ReadAsleep read_asleep;
+  // How long the read when recording began may take at most (~0.3-0.6 ms
+  // a thread here with user stacks): the ring is not drained meanwhile.
+  // Threads left unread keep no stack for a sleep that ends while traced;
+  // those asleep all along are read when tracing stops.
+  uint64_t asleep_read_budget_ns = 50'000'000;
   // When the sources began recording (RecordSource::recording_since_ns), 0
   // unknown. The trace then opens and closes with a clock_sync record at
   // its start and stop, which bound the time it holds: a thread's state
@@ -126,7 +131,8 @@ class Pipeline {
     uint32_t pid, tid;
     Asleep asleep;
   };
-  std::vector<AsleepThread> ReadAsleepThreads();
+  // Stops once `budget_ns` has passed (0: reads them all).
+  std::vector<AsleepThread> ReadAsleepThreads(uint64_t budget_ns);
   static std::vector<OwnedEvent> StacksOf(const std::vector<AsleepThread>& threads);
   // Right after recording began: the sleeps its first switch-ins end.
   void ReadAsleepAtStart();

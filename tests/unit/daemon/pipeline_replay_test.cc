@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 
 #include "daemon/format/trace_reader.h"
 #include "daemon/session/pipeline.h"
@@ -116,6 +117,7 @@ class PipelineReplayTest : public ::testing::Test {
     options.symbolize = false;
     options.reorder_window_ns = 50'000'000;
     options.read_asleep = read_asleep_;
+    options.asleep_read_budget_ns = asleep_read_budget_ns_;
     options.follow_children = follow_children_;
     options.recording_since_ns = recording_since_ns_;
     absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
@@ -191,6 +193,7 @@ class PipelineReplayTest : public ::testing::Test {
   std::function<std::optional<Asleep>(uint32_t pid, uint32_t tid)> read_asleep_;
   bool follow_children_ = false;
   uint64_t recording_since_ns_ = 0;
+  uint64_t asleep_read_budget_ns_ = PipelineOptions().asleep_read_budget_ns;
 };
 
 TEST_F(PipelineReplayTest, EventsFromTwoCpusComeOutInTimeOrderAcrossDrains) {
@@ -421,6 +424,32 @@ TEST_F(PipelineReplayTest, AThreadAsleepAtTheStartHasTheStacksReadThenWhenItWake
   EXPECT_EQ(off.prev_state, kSleeping);
   ASSERT_EQ(off_cpu_user_stacks_.size(), 1u);
   EXPECT_EQ(off_cpu_user_stacks_[0], (std::vector<uint64_t>{0x401000, 0x402000}));
+}
+
+// The read when recording began stops at its budget (the ring is not
+// drained meanwhile): a thread left unread and asleep all along is read
+// when tracing stops.
+TEST_F(PipelineReplayTest, ThreadsTheStartHadNoTimeToReadAreReadWhenTracingStops) {
+  const uint64_t t0 = 2'000'000'000;
+  recording_since_ns_ = t0 - 5'000'000;
+  asleep_read_budget_ns_ = 1;  // over after the first thread
+  std::vector<uint32_t> asked;
+  read_asleep_ = [&](uint32_t, uint32_t tid) -> std::optional<Asleep> {
+    asked.push_back(tid);
+    usleep(1000);
+    return Asleep{.prev_state = kSleeping, .read_ns = t0 - 4'000'000};
+  };
+  const std::vector<format::Record> records = Replay({}, t0);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_NE(asked[0], asked[1]) << "the one not read at the start, at the stop";
+  std::set<uint32_t> waiting;
+  for (const format::Record& record : records) {
+    if (const auto* off = std::get_if<format::OffCpu>(&record.payload)) {
+      waiting.insert(record.tid);
+      EXPECT_EQ(off->duration_ns, record.time_ns - recording_since_ns_);
+    }
+  }
+  EXPECT_EQ(waiting, (std::set<uint32_t>{kTarget, kTarget + 1}));
 }
 
 // A followed child is a target from its fork on, though Targets learns of
