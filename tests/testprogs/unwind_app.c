@@ -212,6 +212,20 @@ static int sleeping(pid_t tid)
 	return state && state[1] == ' ' && state[2] == 'S';
 }
 
+/* Holds the mutex, starts a thread running `blocked`, returns once it sleeps. */
+static pthread_t start_blocked(void *(*blocked)(void *))
+{
+	struct timespec interval = {0, 10 * 1000 * 1000};
+	pthread_t thread;
+
+	pthread_mutex_lock(&held);
+	if (pipe(never_written) != 0 || pthread_create(&thread, NULL, blocked, NULL) != 0)
+		exit(1);
+	while (blocked_tid == 0 || !sleeping(blocked_tid))
+		nanosleep(&interval, NULL);
+	return thread;
+}
+
 static void run_blocked(void *(*blocked)(void *))
 {
 	struct sigaction poke = {.sa_handler = on_poke, .sa_flags = SA_RESTART};
@@ -219,11 +233,7 @@ static void run_blocked(void *(*blocked)(void *))
 	pthread_t thread;
 
 	sigaction(SIGUSR1, &poke, NULL);
-	pthread_mutex_lock(&held);
-	if (pipe(never_written) != 0 || pthread_create(&thread, NULL, blocked, NULL) != 0)
-		exit(1);
-	while (blocked_tid == 0 || !sleeping(blocked_tid))
-		nanosleep(&interval, NULL);
+	thread = start_blocked(blocked);
 	ready();
 	for (;;) {
 		nanosleep(&interval, NULL);
@@ -239,14 +249,8 @@ FRAME void join_blocked(pthread_t thread)
 
 static void run_hung(void)
 {
-	struct timespec interval = {0, 10 * 1000 * 1000};
-	pthread_t thread;
+	pthread_t thread = start_blocked(wait_for_lock);
 
-	pthread_mutex_lock(&held);
-	if (pthread_create(&thread, NULL, wait_for_lock, NULL) != 0)
-		exit(1);
-	while (blocked_tid == 0 || !sleeping(blocked_tid))
-		nanosleep(&interval, NULL);
 	ready();
 	join_blocked(thread);
 }
@@ -259,14 +263,8 @@ FRAME void wait_for_word(void)
 
 FRAME void run_released(void)
 {
-	struct timespec interval = {0, 10 * 1000 * 1000};
-	pthread_t thread;
+	pthread_t thread = start_blocked(wait_for_lock);
 
-	pthread_mutex_lock(&held);
-	if (pthread_create(&thread, NULL, wait_for_lock, NULL) != 0)
-		exit(1);
-	while (blocked_tid == 0 || !sleeping(blocked_tid))
-		nanosleep(&interval, NULL);
 	ready();
 	wait_for_word();
 	pthread_mutex_unlock(&held);
