@@ -552,6 +552,9 @@ Breakdown ReportModel::Classify(const Anatomy& a, std::string_view short_name) {
       // The idle task wakes nobody itself: an interrupt it was running under did.
       waker.context = "interrupt";
       waker.who = {0, 0, "interrupt", "taken while the CPU was idle"};
+    } else if (context == format::WakerContext::kUnreported) {
+      // Placed from the woken thread's run delay (MissedWakeups): who woke it is not known.
+      waker.who = {0, 0, "an unknown waker (the kernel did not report this wakeup)", "unreported"};
     } else if (context != format::WakerContext::kTask) {
       waker.who = {0, 0, std::string(format::WakerContextName(context)), "interrupt"};
     } else if (auto it = doing.find(tid); it != doing.end()) {

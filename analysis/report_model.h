@@ -77,7 +77,7 @@ struct Breakdown {
   std::vector<Holder> holders;
   struct Waker {
     ThreadName who;
-    std::string context;  // task, timer, hardirq, softirq, nmi
+    std::string context;  // task, timer, hardirq, softirq, nmi, unreported
     uint64_t ns = 0;
     std::string doing;
     bool doing_off_cpu = false;  // `doing` is where it waited itself, not sampled work

@@ -289,17 +289,70 @@ static __always_inline bool quota_throttled(struct task_struct *task)
 	return BPF_CORE_READ(task, se.cfs_rq, throttle_count) > 0;
 }
 
-/* A wakeup of a target still on its run queue, though set to sleep: it is
- * on its CPU going to sleep, or was preempted before it could. Either the
- * kernel only sets it running again (no sleep: nothing to record), or it
- * dequeues itself before the waker looks again, and the kernel wakes it
- * for real once it is off its CPU. Which one, only sched_wakeup can tell:
- * the wakeup is kept with the thread's count of voluntary switches, and
- * written there if that count grew meanwhile. A count, not a flag its
- * switch-out would set: that switch may run before the wakeup is kept. */
+/* Per target thread, as its switches last told: how many times it switched
+ * out asleep, and whether it has been off its CPU asleep since the last
+ * (no switch-in since). Written on the thread's own CPU by its switches,
+ * read by wakers elsewhere. A thread beyond the map's size has none, and
+ * its wakeups are judged as if it had never slept. */
+struct thread_sleeps {
+	__u32 count;
+	__u32 asleep;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct thread_sleeps);
+} thread_sleeps SEC(".maps");
+
+static __always_inline void note_switch_out(__u32 tid, __u32 prev_state)
+{
+	struct thread_sleeps *sleeps, none = {};
+
+	if (prev_state & LOUPE_TASK_DEAD) {
+		bpf_map_delete_elem(&thread_sleeps, &tid);
+		return;
+	}
+	sleeps = bpf_map_lookup_elem(&thread_sleeps, &tid);
+	if (prev_state == 0) {
+		/* Preempted: it ran, also where its switch-in was not reported. */
+		if (sleeps)
+			*(volatile __u32 *)&sleeps->asleep = 0;
+		return;
+	}
+	if (!sleeps) {
+		bpf_map_update_elem(&thread_sleeps, &tid, &none, BPF_NOEXIST);
+		sleeps = bpf_map_lookup_elem(&thread_sleeps, &tid);
+		if (!sleeps)
+			return;
+	}
+	/* Counted before it is marked asleep: a waker that sees it asleep
+	 * also sees the count that sleep made. */
+	*(volatile __u32 *)&sleeps->count = sleeps->count + 1;
+	barrier();
+	*(volatile __u32 *)&sleeps->asleep = 1;
+}
+
+static __always_inline void note_switch_in(__u32 tid)
+{
+	struct thread_sleeps *sleeps = bpf_map_lookup_elem(&thread_sleeps, &tid);
+
+	if (sleeps)
+		*(volatile __u32 *)&sleeps->asleep = 0;
+}
+
+/* A wakeup of a target still on its run queue, though set to sleep, and
+ * not off its CPU asleep: it is on its CPU going to sleep, or was preempted
+ * before it could. Either the kernel only sets it running again (no sleep:
+ * nothing to record; also where a pending signal turns its switch-out into
+ * a preemption), or it dequeues itself before the waker looks again, and
+ * the kernel wakes it for real once it is off its CPU. Which one, only
+ * sched_wakeup can tell: the wakeup is kept with the thread's count of
+ * sleeps, and written there if that count grew meanwhile. */
 struct racing_wakeup {
 	struct loupe_sched_wakeup rec;
-	__u64 voluntary_switches;
+	__u32 sleeps;
 };
 
 struct {
@@ -308,6 +361,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct racing_wakeup);
 } racing_wakeups SEC(".maps");
+
+static __always_inline __u32 sleeps_of(__u32 tid)
+{
+	struct thread_sleeps *sleeps = bpf_map_lookup_elem(&thread_sleeps, &tid);
+
+	return sleeps ? *(volatile __u32 *)&sleeps->count : 0;
+}
 
 /* Per target process, its threads that have exited (their exit record
  * written) and not yet switched out for good: the process stays a target
@@ -361,6 +421,10 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	barrier_var(next_is_target);
 	/* As the kernel reports it: a preempted task is still runnable. */
 	prev_state = preempt ? 0 : task_state(prev);
+	if (prev_is_target)
+		note_switch_out(BPF_CORE_READ(prev, pid), prev_state);
+	if (next_is_target)
+		note_switch_in(next_tid);
 	if (next_tid == 0) {
 		/* An idle CPU has nobody waiting: this heals any miscount. */
 		*waiting = 0;
@@ -394,6 +458,9 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	rec->stack_flags = 0;
 	/* Its last switch may follow a switch-in the kernel did not report. */
 	rec->prev_ran_ns = ran_since_arrival(prev);
+	rec->prev_run_delay_ns = prev_is_target && bpf_core_field_exists(prev->sched_info.run_delay)
+					 ? (__u32)BPF_CORE_READ(prev, sched_info.run_delay)
+					 : 0;
 	fill_comm(rec->prev_comm, prev, prev_is_target, rec->prev_tid);
 	fill_comm(rec->next_comm, next, next_is_target, next_tid);
 	/* The tracepoint runs on prev: its stacks say where it went off-CPU. */
@@ -439,21 +506,28 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct loupe_sched_wakeup *rec;
 	struct racing_wakeup racing = {};
+	struct thread_sleeps *sleeps;
 	__u32 zero = 0, *timers;
-	__u32 context, tid;
+	__u32 context, tid, asleep = 0;
 	bool racing_sleep = false;
 
 	if (!is_target(tgid))
 		return 0;
-	/* Read before on_rq: the switch-out that dequeues the thread counts
-	 * after it, so a count read first is the one from before any sleep
-	 * this wakeup ends. */
-	racing.voluntary_switches = BPF_CORE_READ(task, nvcsw);
+	tid = BPF_CORE_READ(task, pid);
+	sleeps = bpf_map_lookup_elem(&thread_sleeps, &tid);
+	/* The count before whether it is asleep, and both before on_rq: a
+	 * sleep not yet seen here counts after its dequeue, so a count read
+	 * first is the one from before any sleep this wakeup ends. */
+	if (sleeps) {
+		racing.sleeps = *(volatile __u32 *)&sleeps->count;
+		barrier();
+		asleep = *(volatile __u32 *)&sleeps->asleep;
+	}
 	barrier();
-	/* Still on a run queue (racing_wakeups). Except a sleeper whose dequeue
-	 * EEVDF delayed (Linux 6.12+): on_rq, yet asleep, and this wakeup is
-	 * real. */
-	if (!is_new && BPF_CORE_READ(task, on_rq) && !sleeper_still_queued(task))
+	/* Still on a run queue and not known asleep (racing_wakeups). Except a
+	 * sleeper whose dequeue EEVDF delayed (Linux 6.12+): on_rq, yet asleep,
+	 * and this wakeup is real. */
+	if (!is_new && !asleep && BPF_CORE_READ(task, on_rq) && !sleeper_still_queued(task))
 		racing_sleep = true;
 	context = irq_context(preempt_count);
 	timers = bpf_map_lookup_elem(&timer_contexts, &zero);
@@ -464,7 +538,6 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 	if (racing_sleep) {
 		fill_header(&racing.rec.hdr, LOUPE_REC_SCHED_WAKEUP, sizeof(racing.rec));
 		fill_wakeup(&racing.rec, task, tgid, is_new, context);
-		tid = racing.rec.woken_tid;
 		/* With no room to keep it, written now: a wakeup too many (of a
 		 * thread that did not sleep) rather than one lost unseen. */
 		if (bpf_map_update_elem(&racing_wakeups, &tid, &racing, BPF_ANY) == 0)
@@ -490,7 +563,7 @@ static __always_inline int on_woken(struct task_struct *task)
 
 	if (!racing)
 		return 0;
-	if (BPF_CORE_READ(task, nvcsw) != racing->voluntary_switches) {
+	if (sleeps_of(tid) != racing->sleeps) {
 		add_runnable(task_cpu(task), 1);
 		submit(&racing->rec, sizeof(racing->rec), sizeof(racing->rec),
 		       LOUPE_CNT_RING_FULL_SCHED);

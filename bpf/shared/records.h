@@ -100,6 +100,11 @@ struct loupe_sched_switch {
 	 * switch-in the tracepoint never reported, also before a process's
 	 * last switch, when it is no target any more. */
 	__u32 prev_ran_ns;
+	/* The low 32 bits of prev's time queued in all (the kernel's
+	 * sched_info.run_delay; 0 where the kernel keeps none): from one of a
+	 * thread's switch-outs to its next, its wait for the switch-in between,
+	 * which places a wakeup the trace lacks (missed_wakeups.h). */
+	__u32 prev_run_delay_ns;
 	/* Names of the sides that are not targets (the threads that held a CPU
 	 * a target waited for); all zero for a target and for the idle task. */
 	char prev_comm[LOUPE_COMM_LEN];

@@ -18,10 +18,13 @@ static_assert(offsetof(loupe_sched_switch, next_tid) == 24);
 static_assert(offsetof(loupe_sched_switch, prev_state) == 32);
 static_assert(offsetof(loupe_sched_switch, user_depth) == 36);
 static_assert(offsetof(loupe_sched_switch, stack_flags) == 40);
-static_assert(offsetof(loupe_sched_switch, prev_comm) == 48);
-static_assert(offsetof(loupe_sched_switch, next_comm) == 48 + LOUPE_COMM_LEN);
-static_assert(offsetof(loupe_sched_switch, frames) == 48 + 2 * LOUPE_COMM_LEN);
-static_assert(sizeof(loupe_sched_switch) == 80 + 2 * 8 * LOUPE_MAX_STACK_DEPTH);
+static_assert(offsetof(loupe_sched_switch, prev_ran_ns) == 44);
+static_assert(offsetof(loupe_sched_switch, prev_run_delay_ns) == 48);
+static_assert(offsetof(loupe_sched_switch, prev_comm) == 52);
+static_assert(offsetof(loupe_sched_switch, next_comm) == 52 + LOUPE_COMM_LEN);
+// 4 bytes of padding before the frames, 8-aligned on both sides.
+static_assert(offsetof(loupe_sched_switch, frames) == 88);
+static_assert(sizeof(loupe_sched_switch) == 88 + 2 * 8 * LOUPE_MAX_STACK_DEPTH);
 
 static_assert(sizeof(loupe_sched_wakeup) == 64);
 static_assert(offsetof(loupe_sched_wakeup, context) == 36);

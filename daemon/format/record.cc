@@ -29,7 +29,7 @@ constexpr std::array<std::string_view, kMaxRecordKind + 1> kKindNames = {
     "loss",          "sched_migrate",
 };
 constexpr std::array<std::string_view, kMaxWakerContext + 1> kWakerContextNames = {
-    "task", "hardirq", "softirq", "timer", "nmi",
+    "task", "hardirq", "softirq", "timer", "nmi", "unreported",
 };
 constexpr std::array<std::string_view, kMaxLossSource + 1> kSourceNames = {
     "unknown", "sched", "cpu_sample", "uprobe",  "usdt",

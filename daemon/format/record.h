@@ -192,8 +192,8 @@ inline constexpr uint32_t TaskState(uint32_t prev_state) {
 }
 // Where a wakeup came from: a task (the record's tid), or an interrupt
 // whose record tid is merely the task it interrupted.
-enum class WakerContext : uint8_t { kTask = 0, kHardIrq, kSoftIrq, kTimer, kNmi };
-inline constexpr int kMaxWakerContext = static_cast<int>(WakerContext::kNmi);
+enum class WakerContext : uint8_t { kTask = 0, kHardIrq, kSoftIrq, kTimer, kNmi, kUnreported };
+inline constexpr int kMaxWakerContext = static_cast<int>(WakerContext::kUnreported);
 std::string_view WakerContextName(WakerContext context);  // "task", "hardirq", ...
 
 struct SchedWakeup {

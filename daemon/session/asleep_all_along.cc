@@ -114,19 +114,11 @@ std::vector<std::vector<uint64_t>> KernelAddresses(
   return out;
 }
 
-std::vector<OwnedEvent> AsleepStacks(std::span<const Asleep* const> asleep) {
+std::vector<OwnedEvent> AsleepStacks(std::span<const Asleep* const> asleep,
+                                     std::string_view kallsyms) {
   std::vector<std::vector<std::string>> kernel_stacks;
-  bool any_frame = false;
-  for (const Asleep* thread : asleep) {
-    kernel_stacks.push_back(thread->kernel_frames);
-    any_frame = any_frame || !thread->kernel_frames.empty();
-  }
-  // kallsyms (a few MB) only when there are frames to place: none for a
-  // caller who gets no kernel stacks.
-  const absl::StatusOr<std::string> kallsyms =
-      any_frame ? ReadWholeFile("/proc/kallsyms") : absl::StatusOr<std::string>(std::string());
-  const std::vector<std::vector<uint64_t>> addresses =
-      KernelAddresses(kernel_stacks, kallsyms.ok() ? *kallsyms : std::string());
+  for (const Asleep* thread : asleep) kernel_stacks.push_back(thread->kernel_frames);
+  const std::vector<std::vector<uint64_t>> addresses = KernelAddresses(kernel_stacks, kallsyms);
   std::vector<OwnedEvent> stacks(asleep.size());
   for (size_t i = 0; i < asleep.size(); ++i) {
     OwnedEvent& event = stacks[i];

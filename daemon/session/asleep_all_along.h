@@ -31,7 +31,7 @@ struct Asleep {
   std::vector<uint64_t> user_frames;
   std::vector<uint16_t> exact_user_frames;
   bool user_stack_stopped = false;
-  // When the read ended, in the trace's clock (CLOCK_MONOTONIC): a thread
+  // When the read began, in the trace's clock (CLOCK_MONOTONIC): a thread
   // switched in before had run since its sleep began, and this is a later one.
   uint64_t read_ns = 0;
 };
@@ -44,9 +44,10 @@ std::optional<Asleep> ReadAsleep(uint32_t pid, uint32_t tid, bool with_kernel_st
 
 // The stacks of each of `asleep` as a switch-out's are in an off_cpu record
 // (user frames, the stopped mark after them, then kernel frames, placed by
-// one read of kallsyms when any has some): frames, user depth and exact
-// frames set, the record left empty.
-std::vector<OwnedEvent> AsleepStacks(std::span<const Asleep* const> asleep);
+// `kallsyms`, the file's text): frames, user depth and exact frames set,
+// the record left empty.
+std::vector<OwnedEvent> AsleepStacks(std::span<const Asleep* const> asleep,
+                                     std::string_view kallsyms);
 
 // A walked stack's frames into `asleep` (LOUPE_FRAME_EXACT marks as exact_user_frames).
 void SetUserStack(const bpf::WalkedStack& stack, Asleep* asleep);

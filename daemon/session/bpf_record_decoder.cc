@@ -97,6 +97,7 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
       event->prev_tgid = r.prev_tgid;
       event->next_tgid = r.next_tgid;
       event->prev_ran_ns = r.prev_ran_ns;
+      event->prev_run_delay_ns = r.prev_run_delay_ns;
       // Most switches are between targets: no name, no allocation.
       if (r.prev_comm[0] != '\0') event->prev_comm.Assign(CString(r.prev_comm, sizeof r.prev_comm));
       if (r.next_comm[0] != '\0') event->next_comm.Assign(CString(r.next_comm, sizeof r.next_comm));
@@ -105,7 +106,8 @@ bool DecodeBpfRecord(std::span<const uint8_t> bytes, OwnedEvent* event) {
     case LOUPE_REC_SCHED_WAKEUP: {
       loupe_sched_wakeup r;
       if (!Load(bytes, sizeof r, &r)) return false;
-      if (r.context > static_cast<uint32_t>(format::kMaxWakerContext)) return false;
+      // Unreported is louped's own (MissedWakeups), never BPF's.
+      if (r.context > LOUPE_WAKER_NMI) return false;
       event->record.tid = r.waker_tid;
       event->record.payload = format::SchedWakeup{r.woken_tid, r.target_cpu, r.is_new != 0,
                                                  static_cast<format::WakerContext>(r.context)};

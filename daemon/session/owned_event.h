@@ -101,6 +101,9 @@ class OwnedEvent {
   // For switches of a target and execs: how long the thread had run
   // (loupe_sched_switch, loupe_process_exec).
   uint32_t prev_ran_ns = 0;
+  // For switches of a target: the low 32 bits of its time queued in all
+  // (loupe_sched_switch.prev_run_delay_ns).
+  uint32_t prev_run_delay_ns = 0;
   // For uprobe entries and returns: the user stack pointer (UprobePairer).
   uint64_t user_sp = 0;
   // The user stack walk met an address no user frame can have; the frames
@@ -135,6 +138,7 @@ class OwnedEvent {
     next_tgid = 0;
     user_depth = 0;
     prev_ran_ns = 0;
+    prev_run_delay_ns = 0;
     user_sp = 0;
     unwind_stopped = false;
     prev_comm.clear();

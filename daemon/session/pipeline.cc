@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <future>
 
+#include "daemon/base/read_file.h"
 #include "daemon/base/status_util.h"
 #include "daemon/format/loss_tally.h"
 #include "daemon/session/bpf_record_decoder.h"
@@ -20,6 +22,7 @@ Pipeline::Pipeline(PipelineOptions options, Targets targets,
       reorder_(options_.reorder_window_ns, options_.max_pending_events),
       offcpu_([this](uint32_t tgid) { return IsTarget(tgid); }),
       missed_([this](uint32_t tgid) { return IsTargetOnArrival(tgid); }),
+      missed_wakeups_([this](uint32_t tgid) { return IsTargetOnArrival(tgid); }),
       foreign_([this](uint32_t tgid) { return IsOrWasTarget(tgid); }) {
   if (probe_names != nullptr && !options_.returning_probes.empty()) {
     absl::flat_hash_set<const char*> returning;
@@ -137,6 +140,10 @@ void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
     if (options_.on_exec) options_.on_exec(exec->pid, exec->old_tid);
   }
   const bool missed = missed_.Observe(*event);
+  const bool unwoken = missed_wakeups_.Observe(
+      *event, missed && std::holds_alternative<format::SchedSwitch>(event->record.payload)
+                  ? missed_.inferred_time_ns()
+                  : 0);
   // A followed child is forgotten after its main thread's last switch (it
   // comes after its exit, and may still place a switch-in).
   if (const auto* change = std::get_if<format::SchedSwitch>(&event->record.payload);
@@ -149,6 +156,11 @@ void Pipeline::OnRecord(std::span<const uint8_t> bytes) {
   // in time order; earlier than what has left, its time stays unaccounted.
   if (missed && missed_.inferred_time_ns() >= reorder_.released_until()) {
     missed_.TakeInferred(&reorder_.Next());
+    reorder_.Add();
+  }
+  // So does a wakeup the kernel did not report (it comes before both).
+  if (unwoken && missed_wakeups_.inferred_time_ns() >= reorder_.released_until()) {
+    missed_wakeups_.TakeInferred(&reorder_.Next());
     reorder_.Add();
   }
   // A busy drain hands over a whole ring at once (~100 k records of 4
@@ -200,35 +212,44 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
   if (absl::Status status = writer_->Tick(now_ns); !status.ok()) ++write_errors_;
 }
 
-std::vector<Pipeline::AsleepThread> Pipeline::ReadAsleepThreads(uint64_t budget_ns) {
+Pipeline::AsleepRead Pipeline::ReadAsleepThreads(uint64_t budget_ns) {
   const auto now = [] {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
   };
   const uint64_t until = budget_ns != 0 ? now() + budget_ns : UINT64_MAX;
-  std::vector<AsleepThread> found;
+  AsleepRead read;
   for (const auto& [pid, process] : targets_.processes()) {
     for (const auto& [tid, thread] : process.threads) {
       if (offcpu_.Seen(tid)) continue;
-      if (now() >= until) return found;
-      if (std::optional<Asleep> asleep = options_.read_asleep(pid, tid)) {
-        found.push_back({pid, tid, *std::move(asleep)});
+      if (now() >= until) return read;
+      std::optional<Asleep> asleep = options_.read_asleep(pid, tid);
+      if (!asleep) continue;
+      // kallsyms (a few MB, 50-75 ms to read) only when there are kernel
+      // frames to place (none for a caller who gets no kernel stacks),
+      // read beside the threads left.
+      if (!asleep->kernel_frames.empty() && !read.kallsyms.valid()) {
+        read.kallsyms = std::async(std::launch::async, [] { return ReadWholeFile("/proc/kallsyms"); });
       }
+      read.threads.push_back({pid, tid, *std::move(asleep)});
     }
   }
-  return found;
+  return read;
 }
 
-std::vector<OwnedEvent> Pipeline::StacksOf(const std::vector<AsleepThread>& threads) {
+std::vector<OwnedEvent> Pipeline::StacksOf(AsleepRead& read) {
   std::vector<const Asleep*> asleep;
-  for (const AsleepThread& thread : threads) asleep.push_back(&thread.asleep);
-  return AsleepStacks(asleep);
+  for (const AsleepThread& thread : read.threads) asleep.push_back(&thread.asleep);
+  absl::StatusOr<std::string> kallsyms =
+      read.kallsyms.valid() ? read.kallsyms.get() : absl::StatusOr<std::string>(std::string());
+  return AsleepStacks(asleep, kallsyms.ok() ? *kallsyms : std::string_view());
 }
 
 void Pipeline::ReadAsleepAtStart() {
-  const std::vector<AsleepThread> found = ReadAsleepThreads(options_.asleep_read_budget_ns);
-  std::vector<OwnedEvent> stacks = StacksOf(found);
+  AsleepRead read = ReadAsleepThreads(options_.asleep_read_budget_ns);
+  std::vector<OwnedEvent> stacks = StacksOf(read);
+  const std::vector<AsleepThread>& found = read.threads;
   for (size_t i = 0; i < found.size(); ++i) {
     offcpu_.AsleepAtStart(found[i].tid, found[i].pid, found[i].asleep.prev_state,
                           options_.recording_since_ns, found[i].asleep.read_ns, stacks[i]);
@@ -241,8 +262,9 @@ void Pipeline::WriteAsleepAllAlong(uint64_t end_ns) {
   const uint64_t start_ns =
       first_time_ns_ != 0 ? std::min(first_time_ns_, created_ns_) : created_ns_;
   if (!options_.read_asleep || end_ns <= start_ns) return;
-  const std::vector<AsleepThread> found = ReadAsleepThreads(/*budget_ns=*/0);
-  std::vector<OwnedEvent> stacks = StacksOf(found);
+  AsleepRead read = ReadAsleepThreads(/*budget_ns=*/0);
+  std::vector<OwnedEvent> stacks = StacksOf(read);
+  const std::vector<AsleepThread>& found = read.threads;
   for (size_t i = 0; i < found.size(); ++i) {
     OwnedEvent& event = stacks[i];
     event.record = {.time_ns = end_ns,

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <span>
@@ -27,6 +28,7 @@
 #include "daemon/session/foreign_threads.h"
 #include "daemon/session/loss_ledger.h"
 #include "daemon/session/missed_switch_ins.h"
+#include "daemon/session/missed_wakeups.h"
 #include "daemon/session/offcpu_tracker.h"
 #include "daemon/session/operation_tracker.h"
 #include "daemon/session/probe_record_decoder.h"
@@ -131,9 +133,15 @@ class Pipeline {
     uint32_t pid, tid;
     Asleep asleep;
   };
+  // With kallsyms being read, where any has kernel frames to place.
+  struct AsleepRead {
+    std::vector<AsleepThread> threads;
+    std::future<absl::StatusOr<std::string>> kallsyms;
+  };
   // Stops once `budget_ns` has passed (0: reads them all).
-  std::vector<AsleepThread> ReadAsleepThreads(uint64_t budget_ns);
-  static std::vector<OwnedEvent> StacksOf(const std::vector<AsleepThread>& threads);
+  AsleepRead ReadAsleepThreads(uint64_t budget_ns);
+  // Their stacks as off_cpu records carry them (AsleepStacks).
+  static std::vector<OwnedEvent> StacksOf(AsleepRead& read);
   // Right after recording began: the sleeps its first switch-ins end.
   void ReadAsleepAtStart();
   // When tracing stops at `end_ns`: a wait from the first event on for each
@@ -173,6 +181,7 @@ class Pipeline {
   ReorderBuffer reorder_;
   OffCpuTracker offcpu_;
   MissedSwitchIns missed_;
+  MissedWakeups missed_wakeups_;
   OwnedEvent interval_;  // the off_cpu event being written, its buffers reused
   OwnedEvent unwound_;   // a return an exception's catch stands for
   ForeignThreads foreign_;

@@ -187,6 +187,10 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
         }
         if (!known->second) return std::nullopt;
       }
+      // Its switch-in before this ran from that sleep; one after may have
+      // come during the read, which then still read that sleep (a user
+      // stack walked across it is dropped).
+      const uint64_t read_at = MonotonicNow();
       std::optional<Asleep> asleep = ReadAsleep(pid, tid, kernel);
       if (!asleep) return asleep;
       if (user) {
@@ -194,7 +198,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
           SetUserStack(*stack, &*asleep);
         }
       }
-      asleep->read_ns = MonotonicNow();
+      asleep->read_ns = read_at;
       return asleep;
     };
   }

@@ -446,13 +446,13 @@ void CheckListedRequests(const Traced& traced, const RequestKind& kind, const Ex
           << " (" << t.major_faults << " major faults)\n" << Excerpt(request);
     }
   }
-  // Loupe's run-queue time covers schedstat's run delay. Not always on the
-  // Firecracker guests these tests run on: the kernel never reports a
-  // switch away from its agent's threads (process_api, pid 1), and in about
-  // one full run in three one listed request had its wakeup missing too,
-  // its switch-in placed from the next switch-out (MissedSwitchIns), and
-  // its run-queue wait counted as blocked (docs/report.md, "Known limits"):
-  // one such request is let pass, two are not.
+  // Loupe's run-queue time covers schedstat's run delay. On the
+  // Firecracker guests these tests run on, the kernel never reports a
+  // switch away from its agent's threads (process_api, pid 1), and a
+  // target's wakeup can be missing too; the run delay its next switch-out
+  // carries places that wakeup (MissedWakeups), unless that switch-out
+  // comes too late for it to be written in time order: one such request is
+  // let pass, two are not (docs/report.md, "Known limits").
   EXPECT_LE(short_runq.size(), 1u) << ::testing::PrintToString(short_runq);
   // Time the trace cannot place is unaccounted, never dropped: little of it
   // in requests the trace holds whole. On the VMs these tests run on the

@@ -50,8 +50,9 @@ std::vector<uint8_t> Bytes(T record, uint16_t type, uint64_t time_ns, uint32_t c
 // `user_depth` frames (the record is cut after the last one).
 std::vector<uint8_t> Switch(uint64_t time_ns, uint32_t cpu, uint32_t prev_tid, uint32_t prev_tgid,
                             uint32_t next_tid, uint32_t next_tgid, uint32_t prev_state,
-                            uint16_t user_depth = 0) {
+                            uint16_t user_depth = 0, uint32_t prev_run_delay_ns = 0) {
   loupe_sched_switch record{};
+  record.prev_run_delay_ns = prev_run_delay_ns;
   record.prev_tid = prev_tid;
   record.prev_tgid = prev_tgid;
   record.next_tid = next_tid;
@@ -450,6 +451,39 @@ TEST_F(PipelineReplayTest, ThreadsTheStartHadNoTimeToReadAreReadWhenTracingStops
     }
   }
   EXPECT_EQ(waiting, (std::set<uint32_t>{kTarget, kTarget + 1}));
+}
+
+// The kernel reported neither the wakeup nor (on these guests, from its
+// agent's thread) the switch-in: the wait's time queued comes from the run
+// delay its next switch-out carries, and the wakeup is placed that long
+// before the switch-in, as one the kernel did not report.
+TEST_F(PipelineReplayTest, AWakeupTheKernelDidNotReportIsPlacedFromTheRunDelay) {
+  const uint64_t t0 = 2'000'000'000;
+  constexpr uint32_t kAgent = 81;
+  std::vector<RingBatch> batches(1);
+  batches[0].records = {
+      Switch(t0, 1, kTarget + 1, kTarget, kAgent, kOther, kSleeping, 0, 50'000),
+      // Its next switch-out: it ran 3 ms, and was queued 2 ms more than before.
+      Switch(t0 + 12'000'000, 1, kTarget + 1, kTarget, kOther, kOther, kSleeping, 0, 2'050'000)};
+  loupe_sched_switch& second = *reinterpret_cast<loupe_sched_switch*>(batches[0].records[1].data());
+  second.prev_ran_ns = 3'000'000;
+  const std::vector<format::Record> records = Replay(std::move(batches), t0 + 100'000'000);
+  std::vector<format::Record> wakeups, waits;
+  for (const format::Record& record : records) {
+    if (std::holds_alternative<format::SchedWakeup>(record.payload)) wakeups.push_back(record);
+    if (std::holds_alternative<format::OffCpu>(record.payload)) waits.push_back(record);
+  }
+  ASSERT_EQ(wakeups.size(), 1u);
+  EXPECT_EQ(wakeups[0].time_ns, t0 + 7'000'000);
+  const auto& wakeup = std::get<format::SchedWakeup>(wakeups[0].payload);
+  EXPECT_EQ(wakeup.woken_tid, kTarget + 1);
+  EXPECT_EQ(wakeup.context, format::WakerContext::kUnreported);
+  ASSERT_GE(waits.size(), 1u);
+  EXPECT_EQ(waits[0].tid, kTarget + 1);
+  EXPECT_EQ(waits[0].time_ns, t0 + 9'000'000) << "at the switch-in placed";
+  const auto& off = std::get<format::OffCpu>(waits[0].payload);
+  EXPECT_EQ(off.duration_ns, 9'000'000u);
+  EXPECT_EQ(off.runq_ns, 2'000'000u);
 }
 
 // A followed child is a target from its fork on, though Targets learns of
