@@ -618,6 +618,9 @@ std::string ReportModel::Sentence(const Breakdown& b, std::string_view short_nam
                                                  "waited for)");
     }
     if (waker->context == "interrupt") return std::string(", woken by an interrupt");
+    if (waker->context == format::WakerContextName(format::WakerContext::kUnreported)) {
+      return std::string(", woken by a wakeup the kernel did not report");
+    }
     if (waker->context != "task") return fmt::format(", woken by an interrupt ({})", waker->context);
     if (waker->doing.empty()) return fmt::format(", {} {}", verb, waker->who.thread);
     if (waker->doing_off_cpu && waker->doing_woken_by) {

@@ -353,6 +353,11 @@ static __always_inline void note_switch_in(__u32 tid)
 struct racing_wakeup {
 	struct loupe_sched_wakeup rec;
 	__u32 sleeps;
+	/* The thread had no thread_sleeps entry (none left to make): its
+	 * voluntary switches tell instead, which a switch-out with a signal
+	 * pending also counts. */
+	__u32 uncounted;
+	__u64 voluntary_switches;
 };
 
 struct {
@@ -509,7 +514,7 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 	struct thread_sleeps *sleeps;
 	__u32 zero = 0, *timers;
 	__u32 context, tid, asleep = 0;
-	bool racing_sleep = false;
+	bool racing_sleep = false, on_rq;
 
 	if (!is_target(tgid))
 		return 0;
@@ -522,12 +527,20 @@ static __always_inline int on_wakeup(struct task_struct *task, __u32 is_new, boo
 		racing.sleeps = *(volatile __u32 *)&sleeps->count;
 		barrier();
 		asleep = *(volatile __u32 *)&sleeps->asleep;
+	} else {
+		racing.uncounted = 1;
+		racing.voluntary_switches = BPF_CORE_READ(task, nvcsw);
 	}
 	barrier();
+	on_rq = BPF_CORE_READ(task, on_rq);
+	/* On its CPU, it is not asleep whatever the flag says: its switch-in
+	 * may not have been reported. */
+	if (asleep && BPF_CORE_READ(task, on_cpu))
+		asleep = 0;
 	/* Still on a run queue and not known asleep (racing_wakeups). Except a
 	 * sleeper whose dequeue EEVDF delayed (Linux 6.12+): on_rq, yet asleep,
 	 * and this wakeup is real. */
-	if (!is_new && !asleep && BPF_CORE_READ(task, on_rq) && !sleeper_still_queued(task))
+	if (!is_new && !asleep && on_rq && !sleeper_still_queued(task))
 		racing_sleep = true;
 	context = irq_context(preempt_count);
 	timers = bpf_map_lookup_elem(&timer_contexts, &zero);
@@ -563,7 +576,8 @@ static __always_inline int on_woken(struct task_struct *task)
 
 	if (!racing)
 		return 0;
-	if (sleeps_of(tid) != racing->sleeps) {
+	if (sleeps_of(tid) != racing->sleeps ||
+	    (racing->uncounted && BPF_CORE_READ(task, nvcsw) != racing->voluntary_switches)) {
 		add_runnable(task_cpu(task), 1);
 		submit(&racing->rec, sizeof(racing->rec), sizeof(racing->rec),
 		       LOUPE_CNT_RING_FULL_SCHED);

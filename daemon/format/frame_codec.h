@@ -20,7 +20,8 @@ namespace loupe::format {
 // 2: event blocks may use coding 2 (EventBlock.coding), which readers of
 // version 1 would misread; they refuse the file instead. 3: coding 3, which
 // readers of version 2 would call corrupt; they refuse the file instead.
-inline constexpr uint32_t kFormatVersion = 3;
+// 4: the `unreported` waker context, which readers of 3 would call corrupt.
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint32_t kSignatureMagic = 0x184D2A5E;  // in zstd's skippable range
 inline constexpr std::string_view kSignatureText = "LOUPESEG";
 inline constexpr size_t kSignatureSize = 8 + 8 + 4;  // zstd header, text, version

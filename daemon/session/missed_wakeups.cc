@@ -5,13 +5,28 @@ namespace loupe::session {
 bool MissedWakeups::Observe(const OwnedEvent& event, uint64_t switched_in_unreported_ns) {
   const format::Record& record = event.record;
   if (const auto* wakeup = std::get_if<format::SchedWakeup>(&record.payload)) {
-    if (wakeup->is_new || !is_target_(event.next_tgid)) return false;
+    if (!is_target_(event.next_tgid)) return false;
+    if (wakeup->is_new) {
+      Forget(wakeup->woken_tid);  // a new thread, maybe with an old one's tid
+      return false;
+    }
+    // A sleep already woken, or none open: the wakeup is of the sleep the
+    // thread is about to begin (it raced with that switch-out).
     auto sleep = sleeps_.find(wakeup->woken_tid);
-    if (sleep == sleeps_.end() || sleep->second.in_ns != 0) {
+    if (sleep == sleeps_.end() || sleep->second.in_ns != 0 || sleep->second.woken) {
       woken_running_.insert(wakeup->woken_tid);
     } else {
       sleep->second.woken = true;
     }
+    return false;
+  }
+  if (std::holds_alternative<format::ThreadExit>(record.payload)) {
+    Forget(record.tid);
+    return false;
+  }
+  if (const auto* exec = std::get_if<format::ProcessExec>(&record.payload)) {
+    Forget(exec->old_tid);  // it takes the main thread's tid
+    Forget(record.tid);
     return false;
   }
   const auto* change = std::get_if<format::SchedSwitch>(&record.payload);
@@ -33,7 +48,12 @@ bool MissedWakeups::Observe(const OwnedEvent& event, uint64_t switched_in_unrepo
     }
     // Modulo 2^32: the count's low bits, of a wait shorter than 4.29 s.
     const uint32_t queued = event.prev_run_delay_ns - was.run_delay_ns;
-    if (!was.woken && was.in_ns != 0 && queued != 0 && queued < was.in_ns - was.out_ns) {
+    // Its last arrival, by the scheduler's clock: one after the switch-in
+    // seen means records were lost between, and the count holds two waits.
+    const bool arrived_then = event.prev_ran_ns == 0 ||
+                              record.time_ns - event.prev_ran_ns <= was.in_ns + kArrivalSlackNs;
+    if (!was.woken && was.in_ns != 0 && arrived_then && queued != 0 &&
+        queued < was.in_ns - was.out_ns) {
       inferred_ = {.time_ns = was.in_ns - queued,
                    .tid = record.tid,
                    .tgid = was.tgid,
@@ -54,6 +74,11 @@ bool MissedWakeups::Observe(const OwnedEvent& event, uint64_t switched_in_unrepo
                            .woken = woken_running};
   }
   return made;
+}
+
+void MissedWakeups::Forget(uint32_t tid) {
+  sleeps_.erase(tid);
+  woken_running_.erase(tid);
 }
 
 void MissedWakeups::TakeInferred(OwnedEvent* event) const {

@@ -51,6 +51,10 @@ class MissedWakeups {
     uint32_t tid = 0, tgid = 0, cpu = 0;
   };
 
+  // The scheduler's clock and the records' agree to a few microseconds.
+  static constexpr uint64_t kArrivalSlackNs = 100'000;
+  void Forget(uint32_t tid);
+
   IsTarget is_target_;
   // Targets that switched out asleep, by tid, until their next switch-out.
   absl::flat_hash_map<uint32_t, Sleep> sleeps_;

@@ -115,5 +115,57 @@ TEST_F(MissedWakeupsTest, NothingIsMadeWhereTheTraceOrTheCountsSayOtherwise) {
   EXPECT_TRUE(Replay(std::move(events)).empty());
 }
 
+// A wakeup after the sleep's own, before that sleep's switch-in was seen
+// (unreported, placed only at the next switch-out), is the next sleep's:
+// it raced with that switch-out.
+TEST_F(MissedWakeupsTest, ASecondWakeupBeforeAnUnseenSwitchInIsTheNextSleeps) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 81, kOther, kBlocked, 50'000));
+  events.push_back(Wakeup(4000, 101));
+  events.push_back(Wakeup(11'900, 101));  // it runs, unreported, and is about to sleep again
+  EXPECT_TRUE(Replay(std::move(events)).empty());
+  std::vector<OwnedEvent> second;
+  second.push_back(Switch(12'000, 101, kTarget, 501, kOther, kBlocked, 51'000));
+  EXPECT_TRUE(Replay(std::move(second), /*switched_in_at=*/5000).empty());
+  std::vector<OwnedEvent> third;
+  third.push_back(Switch(13'000, 501, kOther, 101, kTarget, 0));
+  third.push_back(Switch(14'000, 101, kTarget, 501, kOther, kBlocked, 51'500));
+  EXPECT_TRUE(Replay(std::move(third)).empty()) << "its wakeup was the one at 11900";
+}
+
+// Records lost between: the thread arrived on its CPU after the switch-in
+// seen (its switch-out says how long it ran), so the count holds two waits.
+TEST_F(MissedWakeupsTest, AnArrivalAfterTheSwitchInSeenPlacesNothing) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 501, kOther, kBlocked, 50'000));
+  events.push_back(Switch(9000, 501, kOther, 101, kTarget, 0));
+  OwnedEvent out = Switch(2'000'000, 101, kTarget, 501, kOther, kBlocked, 52'000);
+  out.prev_ran_ns = 1000;  // arrived at 1999000, long after 9000
+  events.push_back(std::move(out));
+  EXPECT_TRUE(Replay(std::move(events)).empty());
+}
+
+// A new thread, an exit or an exec ends what was kept of a tid: a thread
+// that reuses it starts afresh.
+TEST_F(MissedWakeupsTest, ANewThreadWithAnOldTidStartsAfresh) {
+  std::vector<OwnedEvent> events;
+  events.push_back(Switch(1000, 101, kTarget, 501, kOther, kBlocked, 50'000));
+  OwnedEvent born;
+  born.record = {.time_ns = 2000, .tid = 102, .cpu = 0,
+                 .payload = format::SchedWakeup{.woken_tid = 101, .is_new = true}};
+  born.next_tgid = kTarget;
+  events.push_back(std::move(born));
+  events.push_back(Switch(9000, 501, kOther, 101, kTarget, 0));
+  events.push_back(Switch(12'000, 101, kTarget, 501, kOther, kBlocked, 900));
+  EXPECT_TRUE(Replay(std::move(events)).empty());
+  EXPECT_EQ(missed_.threads(), 1u) << "its own sleep from 12000";
+  std::vector<OwnedEvent> exiting;
+  OwnedEvent exit;
+  exit.record = {.time_ns = 13'000, .tid = 101, .cpu = 0, .payload = format::ThreadExit{}};
+  exiting.push_back(std::move(exit));
+  EXPECT_TRUE(Replay(std::move(exiting)).empty());
+  EXPECT_EQ(missed_.threads(), 0u);
+}
+
 }  // namespace
 }  // namespace loupe::session
