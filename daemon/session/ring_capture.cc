@@ -51,10 +51,17 @@ absl::StatusOr<std::vector<RingBatch>> ReadRingCapture(const std::string& path) 
   if (!in) return absl::NotFoundError(fmt::format("ring capture {}: cannot open", path));
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                                    std::istreambuf_iterator<char>());
+  constexpr size_t kVersionAt = sizeof kRingCaptureMagic - 1;
   if (bytes.size() < sizeof kRingCaptureMagic ||
-      std::memcmp(bytes.data(), kRingCaptureMagic, sizeof kRingCaptureMagic) != 0) {
+      std::memcmp(bytes.data(), kRingCaptureMagic, kVersionAt) != 0) {
     return absl::InvalidArgumentError(
         fmt::format("ring capture {}: not a ring capture (bad magic)", path));
+  }
+  if (bytes[kVersionAt] != static_cast<uint8_t>(kRingCaptureMagic[kVersionAt])) {
+    return absl::InvalidArgumentError(fmt::format(
+        "ring capture {}: records laid out as in version {}, this build reads version {}; "
+        "capture them again",
+        path, static_cast<char>(bytes[kVersionAt]), kRingCaptureMagic[kVersionAt]));
   }
   std::vector<RingBatch> batches(1);
   size_t at = sizeof kRingCaptureMagic;

@@ -21,7 +21,9 @@
 
 namespace loupe::session {
 
-inline constexpr char kRingCaptureMagic[8] = {'L', 'O', 'U', 'P', 'R', 'N', 'G', '1'};
+// The last byte is the record layout's version (bpf/shared/records.h): 2
+// since switch records carry the run delay.
+inline constexpr char kRingCaptureMagic[8] = {'L', 'O', 'U', 'P', 'R', 'N', 'G', '2'};
 
 // One drain: its records in ring order and the counters after it.
 struct RingBatch {

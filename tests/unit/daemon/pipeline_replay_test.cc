@@ -756,6 +756,13 @@ TEST(RingCaptureTest, ACutCaptureIsAnErrorNamingWhere) {
   const std::string not_capture = dir.path() + "/other";
   std::ofstream(not_capture) << "hello";
   EXPECT_NE(ReadRingCapture(not_capture).status().message().find("bad magic"), std::string::npos);
+
+  // A capture of an older record layout is refused, not misread.
+  const std::string older = dir.path() + "/older";
+  std::ofstream(older) << "LOUPRNG1";
+  EXPECT_NE(ReadRingCapture(older).status().message().find("version 1, this build reads version 2"),
+            std::string::npos)
+      << ReadRingCapture(older).status();
 }
 
 }  // namespace
