@@ -13,6 +13,7 @@
 #include <optional>
 #include <utility>
 
+#include "daemon/base/monotonic_clock.h"
 #include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
 #include "daemon/bpf/kernel_symbol_probe.h"
@@ -96,12 +97,6 @@ absl::Status ShareUnwindMaps(const UnwindMaps::Maps& session, const UnwindMaps::
     }
   }
   return absl::OkStatus();
-}
-
-uint64_t MonotonicNs() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
 }
 
 // The _pcnt programs read the per-CPU preempt count: the kernel must

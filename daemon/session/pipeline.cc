@@ -5,6 +5,7 @@
 #include <ctime>
 #include <future>
 
+#include "daemon/base/monotonic_clock.h"
 #include "daemon/base/read_file.h"
 #include "daemon/base/status_util.h"
 #include "daemon/format/loss_tally.h"
@@ -213,17 +214,12 @@ void Pipeline::Cycle(uint64_t drained_at_ns, const bpf::BpfCounters& counters, b
 }
 
 Pipeline::AsleepRead Pipeline::ReadAsleepThreads(uint64_t budget_ns) {
-  const auto now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-  };
-  const uint64_t until = budget_ns != 0 ? now() + budget_ns : UINT64_MAX;
+  const uint64_t until = budget_ns != 0 ? MonotonicNs() + budget_ns : UINT64_MAX;
   AsleepRead read;
   for (const auto& [pid, process] : targets_.processes()) {
     for (const auto& [tid, thread] : process.threads) {
       if (offcpu_.Seen(tid)) continue;
-      if (now() >= until) return read;
+      if (MonotonicNs() >= until) return read;
       std::optional<Asleep> asleep = options_.read_asleep(pid, tid);
       if (!asleep) continue;
       // kallsyms (a few MB, 50-75 ms to read) only when there are kernel

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "daemon/base/monotonic_clock.h"
 #include "daemon/base/proc_root.h"
 #include "daemon/base/status_util.h"
 #include "daemon/session/bpf_record_source.h"
@@ -20,12 +21,6 @@ namespace loupe::session {
 namespace {
 
 namespace fs = std::filesystem;
-
-uint64_t MonotonicNow() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 std::string BootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -143,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
   if (!source.ok()) return source.status();
   session->source_ = *std::move(source);
   // Tracing starts now: a duration counts from here, not from the loading before.
-  session->start_ns_ = MonotonicNow();
+  session->start_ns_ = MonotonicNs();
   std::vector<std::string>& warnings = session->stats_.warnings;
   warnings = o.notes;
   warnings.insert(warnings.end(), targets->notes().begin(), targets->notes().end());
@@ -190,7 +185,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
       // Its switch-in before this ran from that sleep; one after may have
       // come during the read, which then still read that sleep (a user
       // stack walked across it is dropped).
-      const uint64_t read_at = MonotonicNow();
+      const uint64_t read_at = MonotonicNs();
       std::optional<Asleep> asleep = ReadAsleep(pid, tid, kernel);
       if (!asleep) return asleep;
       if (user) {
@@ -218,7 +213,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(SessionOptions options,
                         .recording_since_ns = session->source_->recording_since_ns(),
                         .returning_probes = session->plan_.probe_returns},
                        *std::move(targets), session->Header(), &session->plan_.probe_names,
-                       session->log_, MonotonicNow());
+                       session->log_, MonotonicNs());
   if (!pipeline.ok()) return pipeline.status();
   session->pipeline_ = *std::move(pipeline);
   // Processes left out, probes asked for and not placed, and stacks walked
@@ -253,7 +248,7 @@ void Session::Run() {
     const char* ended_because =
         stop_requested_.load()           ? ""
         : pipeline_->targets().empty()   ? "every target exited"
-        : options_.duration_ns != 0 && MonotonicNow() - start_ns_ >= options_.duration_ns
+        : options_.duration_ns != 0 && MonotonicNs() - start_ns_ >= options_.duration_ns
             ? "its duration elapsed"
             : nullptr;
     if (ended_because != nullptr) {
@@ -348,13 +343,13 @@ void Session::Cycle(bool final) {
   if (final) {
     // Waits still open end here, not once the detach is done (unregistering
     // uprobes can take seconds, during which nothing is known of them).
-    pipeline_->TracingStops(MonotonicNow());
+    pipeline_->TracingStops(MonotonicNs());
     source_->Detach();  // nothing new after this; drain what is there
   }
   // Every event stamped before this moment is in the ring now (bar records
   // still being filled in): the window is measured from here, not from
   // whenever this thread gets to run after draining.
-  const uint64_t drained_at = MonotonicNow();
+  const uint64_t drained_at = MonotonicNs();
   if (absl::StatusOr<size_t> drained = source_->Drain(); !drained.ok()) {
     log_->error("session {}: {}", stats_.id, MessageOf(drained.status()));
   }
@@ -365,7 +360,7 @@ void Session::Cycle(bool final) {
       capture_.reset();
     }
   }
-  pipeline_->Cycle(drained_at, counters, final, MonotonicNow());
+  pipeline_->Cycle(drained_at, counters, final, MonotonicNs());
   std::vector<std::string> late = source_->TakeLateWarnings();
   for (const std::string& warning : late) log_->warn("session {}: {}", stats_.id, warning);
   if (!late.empty()) {
